@@ -1,0 +1,92 @@
+"""Batches formed by token count with length bucketing, and their padded tensors."""
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Batch:
+    """Padded tensors for teacher forcing: src+EOS, BOS+tgt (input), tgt+EOS (output)."""
+
+    src: Tensor  # (B, S)
+    tgt_in: Tensor  # (B, T)
+    tgt_out: Tensor  # (B, T)
+
+    @property
+    def n_tokens(self) -> int:
+        """Target tokens that count in the loss."""
+        return int((self.tgt_out != PAD_ID).sum())
+
+    def to(self, device: torch.device) -> "Batch":
+        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device))
+
+
+def pad(seqs: list[list[int]]) -> Tensor:
+    """Right-pad id lists into a (B, L) int64 tensor."""
+    out = torch.full((len(seqs), max(map(len, seqs))), PAD_ID, dtype=torch.long)
+    for i, seq in enumerate(seqs):
+        out[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return out
+
+
+def collate(src_ids: list[list[int]], tgt_ids: list[list[int]]) -> Batch:
+    return Batch(
+        src=pad([s + [EOS_ID] for s in src_ids]),
+        tgt_in=pad([[BOS_ID] + t for t in tgt_ids]),
+        tgt_out=pad([t + [EOS_ID] for t in tgt_ids]),
+    )
+
+
+def token_batches(lengths: np.ndarray, batch_tokens: int, rng: np.random.Generator | None) -> list[np.ndarray]:
+    """Group example indices into batches of at most `batch_tokens` padded tokens.
+
+    `lengths` (N, 2) holds source and target lengths. Examples are sorted by
+    length (ties broken at random when `rng` is given) so that a batch holds
+    similar lengths; the batches are then shuffled.
+    """
+    order = rng.permutation(len(lengths)) if rng is not None else np.arange(len(lengths))
+    order = order[np.lexsort((lengths[order, 0], lengths[order, 1]))]  # by target, then source length
+    longest = lengths[order].max(axis=1)
+    batches, start, widest = [], 0, 0
+    for i, width in enumerate(longest):
+        widest = max(widest, width)
+        if (i + 1 - start) * widest > batch_tokens and i > start:
+            batches.append(order[start:i])
+            start, widest = i, width
+    batches.append(order[start:])
+    if rng is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def padding_fraction(lengths: np.ndarray, batches: list[np.ndarray]) -> float:
+    """Share of padded positions (source and target together) over all batches."""
+    real = padded = 0
+    for idx in batches:
+        real += lengths[idx].sum()
+        padded += len(idx) * lengths[idx].max(axis=0).sum()
+    return 1.0 - real / padded
+
+
+class TrainBatches:
+    """The training split in memory as id lists, yielding a fresh batch order per epoch."""
+
+    def __init__(self, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_tokens: int, seed: int):
+        self.src_ids, self.tgt_ids = src_ids, tgt_ids
+        self.lengths = np.array([[len(s) + 1, len(t) + 1] for s, t in zip(src_ids, tgt_ids)])  # + EOS / BOS
+        self.batch_tokens, self.seed = batch_tokens, seed
+
+    def epoch(self, epoch: int) -> list[np.ndarray]:
+        """Batch index arrays for `epoch`, deterministic given the seed."""
+        return token_batches(self.lengths, self.batch_tokens, np.random.default_rng([self.seed, epoch]))
+
+    def collate(self, indices: np.ndarray) -> Batch:
+        return collate([self.src_ids[i] for i in indices], [self.tgt_ids[i] for i in indices])

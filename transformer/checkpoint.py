@@ -1,0 +1,117 @@
+"""Checkpoints as single safetensors files: weights, tokenizer and config, no pickle.
+
+A checkpoint holds the model's tensors (`model.*`), the SentencePiece models as
+uint8 tensors (`tokenizer.src`, `tokenizer.tgt`) and, as string metadata, the
+resolved training config (YAML) and progress (step, val BLEU). It is written to
+a temporary file and renamed, so a crash never leaves a half-written one.
+"""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+
+from transformer.config import ModelConfig
+from transformer.errors import UserError
+from transformer.model import Transformer
+from transformer.tokenizer import PAD_ID, Tokenizer
+
+FORMAT = "transformer-nmt/1"
+
+
+def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> Transformer:
+    """The Transformer that `cfg` describes, sized for `tokenizer`'s vocabularies."""
+    return Transformer(
+        src_vocab_size=tokenizer.src_vocab_size,
+        tgt_vocab_size=tokenizer.tgt_vocab_size,
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
+        n_encoder_layers=cfg.n_encoder_layers,
+        n_decoder_layers=cfg.n_decoder_layers,
+        d_ff=cfg.d_ff,
+        dropout=cfg.dropout,
+        pad_id=PAD_ID,
+        attention_dropout=cfg.attention_dropout,
+        pre_norm=cfg.pre_norm,
+        max_positions=cfg.max_positions,
+        tie_embeddings=cfg.tie_embeddings,
+        joint_vocab=tokenizer.joint,
+    )
+
+
+@dataclass
+class Checkpoint:
+    """What a checkpoint file restores."""
+
+    model: Transformer
+    tokenizer: Tokenizer
+    config: DictConfig  # the resolved training config
+    meta: dict[str, str]  # step, val_bleu, ...
+    path: Path
+
+
+def _bytes_tensor(data: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def _unique_state(model: Transformer) -> dict[str, torch.Tensor]:
+    """The state dict without the second name of a tied weight (the model re-ties it)."""
+    state, seen = {}, set()
+    for name, tensor in model.state_dict().items():
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            state[name] = tensor
+    return state
+
+
+def save_checkpoint(path: Path, model: Transformer, tokenizer: Tokenizer, config: DictConfig, **meta) -> None:
+    """Write the checkpoint atomically (temporary file, then rename)."""
+    tensors = {f"model.{name}": t.detach().contiguous().cpu() for name, t in _unique_state(model).items()}
+    tensors["tokenizer.src"] = _bytes_tensor(tokenizer.src_model)
+    tensors["tokenizer.tgt"] = _bytes_tensor(tokenizer.tgt_model)
+    metadata = {"format": FORMAT, "config": OmegaConf.to_yaml(config), **{k: str(v) for k, v in meta.items()}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    save_file(tensors, str(tmp), metadata=metadata)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def resolve_checkpoint(path: str) -> Path:
+    """A checkpoint file, or a run directory's best (else last) checkpoint."""
+    p = Path(path)
+    if p.is_dir():
+        for name in ("best.safetensors", "last.safetensors"):
+            if (p / "checkpoints" / name).exists():
+                return p / "checkpoints" / name
+        raise UserError(f"no checkpoint in {p}/checkpoints; give a run directory of transformer-train or a .safetensors file")
+    if not p.exists():
+        raise UserError(f"checkpoint {p} does not exist")
+    return p
+
+
+def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint:
+    """Load a checkpoint file or run directory without executing any code from it."""
+    file = resolve_checkpoint(path)
+    try:
+        tensors = load_file(str(file))
+        with safe_open(str(file), framework="pt") as f:
+            metadata = f.metadata() or {}
+    except (SafetensorError, OSError) as err:
+        raise UserError(f"{file} is not a readable checkpoint ({err}); it may be truncated or corrupted") from err
+    if metadata.get("format") != FORMAT:
+        raise UserError(f"{file} is not a checkpoint of this tool (format {metadata.get('format')!r})")
+    tokenizer = Tokenizer(tensors.pop("tokenizer.src").numpy().tobytes(), tensors.pop("tokenizer.tgt").numpy().tobytes())
+    config = OmegaConf.create(metadata.pop("config"))
+    model = build_model(ModelConfig(**config.model), tokenizer)
+    state = {name.removeprefix("model."): t for name, t in tensors.items()}
+    expected = _unique_state(model)
+    if state.keys() != expected.keys() or any(state[k].shape != expected[k].shape for k in state):
+        raise UserError(f"{file}: its weights do not match its model config; the file is damaged or was edited")
+    model.load_state_dict(state, strict=False)
+    return Checkpoint(model.to(device).eval(), tokenizer, config, metadata, file)

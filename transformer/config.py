@@ -1,0 +1,157 @@
+"""Typed configuration schemas; the YAML files in `configs/` fill them in.
+
+Every setting of every command lives here with its meaning. Hydra validates the
+YAML groups and command-line overrides against these dataclasses, so an unknown
+key or a wrong type fails before any work starts.
+"""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class SplitFiles:
+    """A parallel split given as two one-sentence-per-line files (plain or .gz)."""
+
+    src: str = MISSING
+    tgt: str = MISSING
+
+
+@dataclass
+class TokenizerConfig:
+    """SentencePiece settings; the model is trained on the training split only."""
+
+    vocab_size: int = 8000  # joint: one vocabulary of this size; separate: one per side
+    model_type: str = "bpe"  # bpe | unigram
+    joint: bool = True  # one vocabulary for both languages (enables tying all embeddings)
+    character_coverage: float = 1.0
+    input_sentence_size: int = 2_000_000  # sentences sampled to train SentencePiece
+
+
+@dataclass
+class DataConfig:
+    """Which corpus, which direction, and where its prepared form is cached."""
+
+    name: str = MISSING  # corpus name; part of the prepared-data directory name
+    src_lang: str = "fr"
+    tgt_lang: str = "en"
+    # Builtin corpora (multi30k, tatoeba): files are `{dir}/{split}.{lang}.gz`.
+    dir: Optional[str] = None  # local copy; filled by `transformer-prepare`
+    mirror: Optional[str] = None  # directory to copy from when `dir` lacks files
+    url: Optional[str] = None  # download pattern with {split} and {lang}; last resort
+    train_split: str = "train"
+    val_split: str = "val"
+    test_splits: list[str] = field(default_factory=list)
+    # Explicit files (data=files) override the builtin layout split by split.
+    train: Optional[SplitFiles] = None
+    val: Optional[SplitFiles] = None
+    test: dict[str, SplitFiles] = field(default_factory=dict)
+    prepared_dir: str = "data/prepared"  # tokenizers and tokenized Arrow datasets
+    max_len: int = 128  # training pairs longer than this (in tokens, either side) are dropped
+    num_proc: int = 1  # processes for tokenization
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+
+
+@dataclass
+class ModelConfig:
+    """Encoder-decoder Transformer dimensions (Vaswani et al. 2017)."""
+
+    d_model: int = 256
+    n_heads: int = 4
+    n_encoder_layers: int = 3
+    n_decoder_layers: int = 3
+    d_ff: int = 1024
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    pre_norm: bool = True  # False = the paper's post-norm
+    max_positions: int = 1024  # longest sequence the sinusoidal table covers
+    tie_embeddings: bool = True  # tie target embedding and output projection (and source if joint)
+
+
+@dataclass
+class OptimConfig:
+    """Adam with the paper's inverse-square-root schedule."""
+
+    lr: float = 1e-3  # peak learning rate, reached at the end of warmup
+    warmup_steps: int = 400
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip_norm: float = 1.0  # gradient-norm clip; 0 disables
+    label_smoothing: float = 0.1
+
+
+@dataclass
+class TrainerConfig:
+    """How long to train, how to batch, how often to validate and save."""
+
+    seed: int = 1234
+    batch_tokens: int = 4096  # max tokens (padded, per side) in one batch
+    max_steps: int = 100_000
+    max_epochs: int = 1000
+    max_minutes: float = 0.0  # wall-clock limit for the training loop; 0 = none
+    val_every: int = 500  # steps between validations (also at the end)
+    val_max_sentences: int = 0  # validate BLEU on the first N val sentences; 0 = all
+    log_every: int = 50  # steps between TensorBoard train scalars
+    precision: str = "fp32"  # fp32 | bf16 (autocast)
+    device: str = "auto"  # auto | cpu | cuda
+    num_threads: int = 0  # torch intra-op threads; 0 = torch's default
+    progress: bool = True  # show a progress bar
+
+
+@dataclass
+class DecodingConfig:
+    """Search settings, shared by validation, evaluation and translation."""
+
+    strategy: str = "greedy"  # greedy | beam
+    beam_size: int = 5
+    length_penalty: float = 1.0  # alpha; 0 = no normalisation (neutral)
+    max_len_a: float = 1.2  # output limit = a * source length + b (tokens)
+    max_len_b: int = 10
+    batch_size: int = 64  # sentences per decoding batch
+
+
+@dataclass
+class PrepareConfig:
+    data: DataConfig = MISSING
+
+
+@dataclass
+class TrainConfig:
+    data: DataConfig = MISSING
+    model: ModelConfig = MISSING
+    optim: OptimConfig = MISSING
+    trainer: TrainerConfig = MISSING
+    decoding: DecodingConfig = MISSING
+
+
+@dataclass
+class EvaluateConfig:
+    checkpoint: str = MISSING  # run directory or checkpoint file
+    split: str = "test_2016_flickr"  # a split of the checkpoint's corpus
+    src_file: Optional[str] = None  # or explicit files instead of a split
+    ref_file: Optional[str] = None
+    output: Optional[str] = None  # hypotheses file; default: beside the checkpoint
+    device: str = "auto"
+    decoding: DecodingConfig = MISSING
+
+
+@dataclass
+class TranslateConfig:
+    checkpoint: str = MISSING  # run directory or checkpoint file
+    input: Optional[str] = None  # file to translate; default: stdin
+    sentences: list[str] = field(default_factory=list)  # or sentences given inline
+    device: str = "auto"
+    decoding: DecodingConfig = MISSING
+
+
+def register_configs() -> None:
+    """Register the schemas so YAML files can name them in their defaults lists."""
+    cs = ConfigStore.instance()
+    cs.store(name="prepare_schema", node=PrepareConfig)
+    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="evaluate_schema", node=EvaluateConfig)
+    cs.store(name="translate_schema", node=TranslateConfig)

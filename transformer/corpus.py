@@ -1,0 +1,115 @@
+"""Where a parallel corpus comes from: local files, a mirror directory, or a download.
+
+Builtin corpora (multi30k, tatoeba) are `{dir}/{split}.{lang}.gz`; `data=files`
+names each split's two files directly. Reading checks what a user's files can
+get wrong and says which file and line.
+"""
+
+import gzip
+import logging
+import shutil
+import urllib.request
+from collections.abc import Iterator
+from itertools import zip_longest
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Optional
+
+from transformer.config import DataConfig
+from transformer.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ParallelFiles:
+    """The source-side and target-side file of one split."""
+
+    src: Path
+    tgt: Path
+
+
+def split_names(cfg: DataConfig) -> list[str]:
+    """Every split the corpus offers: train, val, then the test sets."""
+    tests = list(cfg.test) if cfg.train is not None else list(cfg.test_splits)
+    return [cfg.train_split, cfg.val_split, *tests]
+
+
+def split_files(cfg: DataConfig, split: str) -> ParallelFiles:
+    """The two files of `split` (for builtin corpora, in the local directory)."""
+    explicit = {cfg.train_split: cfg.train, cfg.val_split: cfg.val, **cfg.test}.get(split)
+    if explicit is not None:
+        return ParallelFiles(Path(explicit.src), Path(explicit.tgt))
+    if cfg.dir is None or split not in split_names(cfg):
+        raise UserError(f"corpus {cfg.name!r} has no split {split!r}; its splits are {split_names(cfg)}")
+    base = Path(cfg.dir)
+    return ParallelFiles(base / f"{split}.{cfg.src_lang}.gz", base / f"{split}.{cfg.tgt_lang}.gz")
+
+
+def fetch(cfg: DataConfig, splits: list[str]) -> dict[str, ParallelFiles]:
+    """Make sure the files of `splits` exist locally: copy from the mirror or download."""
+    files = {split: split_files(cfg, split) for split in splits}
+    for pair in files.values():
+        for path in (pair.src, pair.tgt):
+            if not path.exists():
+                _obtain(cfg, path)
+    return files
+
+
+def _obtain(cfg: DataConfig, path: Path) -> None:
+    if cfg.dir is None or path.parent != Path(cfg.dir):
+        raise UserError(f"missing corpus file {path}; check the data.* paths")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    mirror = Path(cfg.mirror) / path.name if cfg.mirror else None
+    if mirror is not None and mirror.exists():
+        log.info("copying %s -> %s", mirror, path)
+        shutil.copyfile(mirror, tmp)
+    elif cfg.url:
+        split, lang = path.name[: -len(".gz")].rsplit(".", 1)
+        url = cfg.url.format(split=split, lang=lang)
+        log.info("downloading %s", url)
+        try:
+            urllib.request.urlretrieve(url, tmp)
+        except OSError as err:
+            raise UserError(f"could not download {url} ({err}); put the file at {path} or set data.mirror") from err
+    else:
+        raise UserError(f"missing corpus file {path}, and no data.mirror or data.url to get it from")
+    tmp.replace(path)
+
+
+def _open(path: Path) -> IO[bytes]:
+    if not path.exists():
+        raise UserError(f"missing corpus file {path}")
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def read_lines(path: Path) -> Iterator[str]:
+    """Lines of a UTF-8 text file (plain or .gz) without line endings (LF or CRLF)."""
+    with _open(path) as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise UserError(f"{path}:{number}: not valid UTF-8 ({err.reason}); re-encode the file as UTF-8") from err
+
+
+def count_lines(path: Path) -> int:
+    with _open(path) as f:
+        return sum(1 for _ in f)
+
+
+def read_parallel(files: ParallelFiles, skipped: Optional[list[int]] = None) -> Iterator[tuple[str, str]]:
+    """Aligned (source, target) pairs; pairs with an empty side are skipped and their line numbers put in `skipped`."""
+    for number, (src, tgt) in enumerate(zip_longest(read_lines(files.src), read_lines(files.tgt)), start=1):
+        if src is None or tgt is None:
+            raise UserError(
+                f"{files.src} has {count_lines(files.src)} lines but {files.tgt} has {count_lines(files.tgt)}; "
+                "the two sides of a parallel corpus must have one line per sentence pair"
+            )
+        src, tgt = src.strip(), tgt.strip()
+        if not src or not tgt:
+            if skipped is not None:
+                skipped.append(number)
+            continue
+        yield src, tgt

@@ -1,0 +1,109 @@
+"""Prepared data: a SentencePiece tokenizer and tokenized splits cached as Arrow datasets.
+
+`prepare` runs once per corpus and tokenizer setting; later calls reuse the
+directory it wrote (`data.prepared_dir/<name>-<src>-<tgt>-<hash>`).
+"""
+
+import hashlib
+import json
+import logging
+import shutil
+from dataclasses import asdict
+from itertools import chain
+from pathlib import Path
+
+import datasets
+from omegaconf import OmegaConf
+
+from transformer.config import DataConfig
+from transformer.corpus import ParallelFiles, fetch, read_parallel, split_names
+from transformer.errors import UserError
+from transformer.tokenizer import Tokenizer, train_sentencepiece
+
+log = logging.getLogger(__name__)
+
+
+def _settings(cfg: DataConfig) -> dict:
+    """The settings that determine the prepared data (not max_len: that is applied when training)."""
+    data = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+    return {key: data[key] for key in ("name", "src_lang", "tgt_lang", "train", "val", "test", "tokenizer")}
+
+
+def prepared_path(cfg: DataConfig) -> Path:
+    settings = _settings(cfg)
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+    return Path(cfg.prepared_dir) / f"{cfg.name}-{cfg.src_lang}-{cfg.tgt_lang}-{digest}"
+
+
+class PreparedData:
+    """A prepared directory: the tokenizer and one Arrow dataset per split."""
+
+    def __init__(self, directory: Path):
+        self.dir = directory
+        self.tokenizer = Tokenizer.load(directory)
+        self.meta = json.loads((directory / "meta.json").read_text())
+
+    def split(self, name: str) -> datasets.Dataset:
+        """Columns: src, tgt (text) and src_ids, tgt_ids (subword ids without BOS/EOS)."""
+        if name not in self.meta["splits"]:
+            raise UserError(f"no split {name!r} in {self.dir}; available: {self.meta['splits']}")
+        return datasets.load_from_disk(str(self.dir / name))
+
+
+def _pairs(files: ParallelFiles):
+    skipped: list[int] = []
+    yield from ({"src": s, "tgt": t} for s, t in read_parallel(files, skipped))
+    if skipped:
+        log.warning("%s: skipped %d pairs with an empty side (lines %s%s)", files.src, len(skipped),
+                    ", ".join(map(str, skipped[:5])), ", ..." if len(skipped) > 5 else "")
+
+
+def _tokenize(batch: dict, src_model: bytes, tgt_model: bytes) -> dict:
+    tokenizer = Tokenizer(src_model, tgt_model)
+    return {"src_ids": tokenizer.encode_src(batch["src"]), "tgt_ids": tokenizer.encode_tgt(batch["tgt"])}
+
+
+def _train_tokenizer(cfg: DataConfig, train: datasets.Dataset) -> Tokenizer:
+    tok_cfg = cfg.tokenizer
+    if tok_cfg.joint:
+        model = train_sentencepiece(chain(train["src"], train["tgt"]), tok_cfg)
+        return Tokenizer(model, model)
+    return Tokenizer(train_sentencepiece(iter(train["src"]), tok_cfg), train_sentencepiece(iter(train["tgt"]), tok_cfg))
+
+
+def prepare(cfg: DataConfig) -> PreparedData:
+    """Fetch the corpus, train SentencePiece on its training split, tokenize every split."""
+    out = prepared_path(cfg)
+    if (out / "meta.json").exists():
+        log.info("reusing prepared data in %s", out)
+        return PreparedData(out)
+    splits = split_names(cfg)
+    files = fetch(cfg, splits)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    cache = str(Path(cfg.prepared_dir) / ".cache")
+    raw = {
+        split: datasets.Dataset.from_generator(_pairs, gen_kwargs={"files": files[split]}, cache_dir=cache)
+        for split in splits
+    }
+    if len(raw[cfg.train_split]) == 0:
+        raise UserError(f"training split {files[cfg.train_split]} has no sentence pairs")
+    tokenizer = _train_tokenizer(cfg, raw[cfg.train_split])
+    tokenizer.save(tmp)
+    log.info("SentencePiece %s: %d source / %d target pieces (%s)", cfg.tokenizer.model_type,
+             tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, "joint" if tokenizer.joint else "separate")
+    counts = {}
+    for split, ds in raw.items():
+        ds = ds.map(_tokenize, batched=True, num_proc=cfg.num_proc if cfg.num_proc > 1 else None,
+                    fn_kwargs={"src_model": tokenizer.src_model, "tgt_model": tokenizer.tgt_model},
+                    desc=f"tokenizing {split}")
+        ds.save_to_disk(str(tmp / split))
+        counts[split] = len(ds)
+    meta = {"splits": splits, "pairs": counts, "settings": _settings(cfg),
+            "files": {s: {"src": str(f.src), "tgt": str(f.tgt)} for s, f in files.items()}}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    log.info("prepared %s: %s", out, ", ".join(f"{s} {n}" for s, n in counts.items()))
+    return PreparedData(out)

@@ -1,0 +1,192 @@
+"""The encoder-decoder Transformer (Vaswani et al. 2017), readable top to bottom.
+
+Pre-norm by default (stable without long warmup); `pre_norm=False` gives the
+paper's post-norm. Shapes: B batch, S source length, T target length,
+D d_model, H heads, V vocabulary.
+"""
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer.attention import MultiHeadAttention, padding_mask
+from transformer.cache import DecoderCache
+
+
+def sinusoidal_positions(n_positions: int, d_model: int) -> Tensor:
+    """The paper's fixed position table (n_positions, D): sin on even, cos on odd dims."""
+    position = torch.arange(n_positions, dtype=torch.float32)[:, None]
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(n_positions, d_model)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq)
+    return table
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward: Linear -> ReLU -> dropout -> Linear."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.dropout(F.relu(self.fc1(x))))
+
+
+class Sublayer(nn.Module):
+    """Residual wrapper: x + dropout(f(norm(x))) for pre-norm, norm(x + dropout(f(x))) for post-norm."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def forward(self, x: Tensor, fn) -> Tensor:
+        if self.pre_norm:
+            return x + self.dropout(fn(self.norm(x)))
+        return self.norm(x + self.dropout(fn(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.attn_block = Sublayer(d_model, dropout, pre_norm)
+        self.ff_block = Sublayer(d_model, dropout, pre_norm)
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        x = self.attn_block(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), mask=src_mask))
+        return self.ff_block(x, self.ff)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.self_block = Sublayer(d_model, dropout, pre_norm)
+        self.cross_block = Sublayer(d_model, dropout, pre_norm)
+        self.ff_block = Sublayer(d_model, dropout, pre_norm)
+
+    def forward(
+        self,
+        x: Tensor,
+        cross_kv: tuple[Tensor, Tensor],
+        src_mask: Tensor,
+        cache: Optional[DecoderCache] = None,
+        index: int = 0,
+    ) -> Tensor:
+        """x (N, T, D) attends causally to itself (or to its cached prefix) and to the source."""
+
+        def self_attention(h: Tensor) -> Tensor:
+            k, v = self.self_attn.project_kv(h)
+            if cache is None:
+                return self.self_attn(h, k, v, is_causal=True)
+            k, v = cache.extend(index, k, v)  # the prefix so far; no future exists yet
+            return self.self_attn(h, k, v)
+
+        x = self.self_block(x, self_attention)
+        x = self.cross_block(x, lambda h: self.cross_attn(h, *cross_kv, mask=src_mask))
+        return self.ff_block(x, self.ff)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer; `forward(src, tgt_in)` gives next-token logits (B, T, V)."""
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_encoder_layers: int = 6,
+        n_decoder_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        pad_id: int = 0,
+        attention_dropout: float = 0.0,
+        pre_norm: bool = True,
+        max_positions: int = 1024,
+        tie_embeddings: bool = True,
+        joint_vocab: bool = False,
+    ):
+        super().__init__()
+        self.pad_id = pad_id
+        self.d_model = d_model
+        self.max_positions = max_positions
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
+        share_src = joint_vocab and tie_embeddings and src_vocab_size == tgt_vocab_size
+        self.src_embed = self.tgt_embed if share_src else nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
+        self.register_buffer("positions", sinusoidal_positions(max_positions, d_model), persistent=False)
+        self.dropout = nn.Dropout(dropout)
+        layer_args = (d_model, n_heads, d_ff, dropout, attention_dropout, pre_norm)
+        self.encoder = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(n_encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(n_decoder_layers))
+        # Pre-norm leaves the residual stream unnormalised; normalise once at the end.
+        self.encoder_norm = nn.LayerNorm(d_model) if pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d_model) if pre_norm else nn.Identity()
+        self.output = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self._init_weights()
+        if tie_embeddings:
+            self.output.weight = self.tgt_embed.weight
+
+    def _init_weights(self) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, std=self.d_model**-0.5)
+                nn.init.zeros_(module.weight[self.pad_id])
+
+    def embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
+        """Scaled token embeddings plus sinusoidal positions (N, T, D)."""
+        if offset + tokens.size(1) > self.max_positions:
+            raise ValueError(f"sequence of {offset + tokens.size(1)} tokens exceeds max_positions={self.max_positions}")
+        x = embedding(tokens) * math.sqrt(self.d_model)
+        return self.dropout(x + self.positions[offset : offset + tokens.size(1)])
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """Source ids (B, S) -> memory (B, S, D) and its key-padding mask (B, 1, 1, S)."""
+        src_mask = padding_mask(src, self.pad_id)
+        x = self.embed(self.src_embed, src)
+        for layer in self.encoder:
+            x = layer(x, src_mask)
+        return self.encoder_norm(x), src_mask
+
+    def init_cache(self, memory: Tensor, group: int, max_len: int) -> DecoderCache:
+        """A cache for decoding `group` hypotheses per source sentence, up to `max_len` steps."""
+        cross_kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        return DecoderCache(cross_kv, group, max_len)
+
+    def decode(
+        self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: Optional[DecoderCache] = None
+    ) -> Tensor:
+        """Target prefix ids (B·G, T) -> next-token logits (B·G, T, V).
+
+        Without a cache `tgt_in` is the whole prefix; with one it holds only the
+        new positions and the earlier ones come from the cache.
+        """
+        offset = cache.length if cache is not None else 0
+        x = self.embed(self.tgt_embed, tgt_in, offset)
+        for i, layer in enumerate(self.decoder):
+            cross_kv = cache.cross_kv[i] if cache is not None else layer.cross_attn.project_kv(memory)
+            x = layer(x, cross_kv, src_mask, cache, i)
+        if cache is not None:
+            cache.advance(tgt_in.size(1))
+        return self.output(self.decoder_norm(x))
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""
+        memory, src_mask = self.encode(src)
+        return self.decode(tgt_in, memory, src_mask)

@@ -1,0 +1,28 @@
+"""`transformer-train`: train a model in Hydra's run directory (`hydra.run.dir=PATH`)."""
+
+import logging
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from transformer.cli import CONFIG_PATH, user_errors
+from transformer.trainer import Trainer
+
+log = logging.getLogger(__name__)
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")
+def main(cfg: DictConfig) -> None:
+    with user_errors():
+        run_dir = Path(HydraConfig.get().runtime.output_dir)
+        Trainer(cfg, run_dir).fit()
+        log.info("checkpoints in %s/checkpoints (best.safetensors, last.safetensors)", run_dir)
+        log.info("evaluate:  transformer-evaluate checkpoint=%s split=%s", run_dir,
+                 (cfg.data.test_splits or list(cfg.data.test) or [cfg.data.val_split])[0])
+        log.info("translate: echo 'Un chien court dans la neige.' | transformer-translate checkpoint=%s", run_dir)
+
+
+if __name__ == "__main__":
+    main()
