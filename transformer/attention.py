@@ -6,14 +6,13 @@ Masks are boolean with True meaning "may attend" (the convention of
 """
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def attention_weights(q: Tensor, k: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
     """The attention probabilities softmax(QKᵀ/√d + mask), (B, H, Tq, Tk)."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     if mask is not None:
@@ -21,7 +20,7 @@ def attention_weights(q: Tensor, k: Tensor, mask: Optional[Tensor] = None) -> Te
     return torch.softmax(scores, dim=-1)
 
 
-def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
     """softmax(QKᵀ/√d + mask)·V written out; the specification the fast path is tested against."""
     return attention_weights(q, k, mask) @ v
 
@@ -31,7 +30,7 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     return (tokens != pad_id)[:, None, None, :]
 
 
-def causal_mask(length: int, device: Optional[torch.device] = None) -> Tensor:
+def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
     """Lower-triangular mask (T, T): position i may attend to positions ≤ i."""
     return torch.ones(length, length, dtype=torch.bool, device=device).tril()
 
@@ -68,7 +67,7 @@ class MultiHeadAttention(nn.Module):
         x: Tensor,
         k: Tensor,
         v: Tensor,
-        mask: Optional[Tensor] = None,
+        mask: Tensor | None = None,
         is_causal: bool = False,
     ) -> Tensor:
         """Attend from queries `x` (B·G, T, D) to keys/values (B, H, S, Dh) -> (B·G, T, D).

@@ -1,7 +1,5 @@
 """The decoder's key/value cache for incremental decoding."""
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 
@@ -34,7 +32,7 @@ class DecoderCache:
         """Mark `steps` more positions as filled (after every layer has written them)."""
         self.length += steps
 
-    def reorder(self, rows: Tensor, sentences: Optional[Tensor] = None) -> None:
+    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep the rows `rows` (indices into the current rows) in that order.
 
         `sentences` (indices into the current sentences) shrinks the cross-attention

@@ -89,7 +89,9 @@ def resolve_checkpoint(path: str) -> Path:
         for name in ("best.safetensors", "last.safetensors"):
             if (p / "checkpoints" / name).exists():
                 return p / "checkpoints" / name
-        raise UserError(f"no checkpoint in {p}/checkpoints; give a run directory of transformer-train or a .safetensors file")
+        raise UserError(
+            f"no checkpoint in {p}/checkpoints; give a run directory of transformer-train or a .safetensors file"
+        )
     if not p.exists():
         raise UserError(f"checkpoint {p} does not exist")
     return p
@@ -106,7 +108,9 @@ def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint
         raise UserError(f"{file} is not a readable checkpoint ({err}); it may be truncated or corrupted") from err
     if metadata.get("format") != FORMAT:
         raise UserError(f"{file} is not a checkpoint of this tool (format {metadata.get('format')!r})")
-    tokenizer = Tokenizer(tensors.pop("tokenizer.src").numpy().tobytes(), tensors.pop("tokenizer.tgt").numpy().tobytes())
+    tokenizer = Tokenizer(
+        tensors.pop("tokenizer.src").numpy().tobytes(), tensors.pop("tokenizer.tgt").numpy().tobytes()
+    )
     config = OmegaConf.create(metadata.pop("config"))
     model = build_model(ModelConfig(**config.model), tokenizer)
     state = {name.removeprefix("model."): t for name, t in tensors.items()}

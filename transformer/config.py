@@ -6,7 +6,6 @@ key or a wrong type fails before any work starts.
 """
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -39,16 +38,16 @@ class DataConfig:
     src_lang: str = "fr"
     tgt_lang: str = "en"
     # Builtin corpora (multi30k, tatoeba): files are `{dir}/{split}.{lang}.gz`.
-    dir: Optional[str] = None  # local copy; filled by `transformer-prepare`
-    mirror: Optional[str] = None  # directory to copy from when `dir` lacks files
-    url: Optional[str] = None  # download pattern with {split} and {lang}; last resort
+    dir: str | None = None  # local copy; filled by `transformer-prepare`
+    mirror: str | None = None  # directory to copy from when `dir` lacks files
+    url: str | None = None  # download pattern with {split} and {lang}; last resort
     train_split: str = "train"
     val_split: str = "val"
     test_splits: list[str] = field(default_factory=list)
     # Explicit files (data=files) override the builtin layout split by split.
-    train: Optional[SplitFiles] = None
-    val: Optional[SplitFiles] = None
-    test: dict[str, SplitFiles] = field(default_factory=dict)
+    train: SplitFiles | None = None
+    val: SplitFiles | None = None
+    test: dict[str, dict[str, str]] = field(default_factory=dict)  # NAME -> {src: PATH, tgt: PATH}
     prepared_dir: str = "data/prepared"  # tokenizers and tokenized Arrow datasets
     max_len: int = 128  # training pairs longer than this (in tokens, either side) are dropped
     num_proc: int = 1  # processes for tokenization
@@ -132,9 +131,9 @@ class TrainConfig:
 class EvaluateConfig:
     checkpoint: str = MISSING  # run directory or checkpoint file
     split: str = "test_2016_flickr"  # a split of the checkpoint's corpus
-    src_file: Optional[str] = None  # or explicit files instead of a split
-    ref_file: Optional[str] = None
-    output: Optional[str] = None  # hypotheses file; default: beside the checkpoint
+    src_file: str | None = None  # or explicit files instead of a split
+    ref_file: str | None = None
+    output: str | None = None  # hypotheses file; default: beside the checkpoint
     device: str = "auto"
     decoding: DecodingConfig = MISSING
 
@@ -142,7 +141,7 @@ class EvaluateConfig:
 @dataclass
 class TranslateConfig:
     checkpoint: str = MISSING  # run directory or checkpoint file
-    input: Optional[str] = None  # file to translate; default: stdin
+    input: str | None = None  # file to translate; default: stdin
     sentences: list[str] = field(default_factory=list)  # or sentences given inline
     device: str = "auto"
     decoding: DecodingConfig = MISSING

@@ -10,10 +10,10 @@ import logging
 import shutil
 import urllib.request
 from collections.abc import Iterator
-from itertools import zip_longest
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
-from typing import IO, Optional
+from typing import IO
 
 from transformer.config import DataConfig
 from transformer.errors import UserError
@@ -37,9 +37,14 @@ def split_names(cfg: DataConfig) -> list[str]:
 
 def split_files(cfg: DataConfig, split: str) -> ParallelFiles:
     """The two files of `split` (for builtin corpora, in the local directory)."""
-    explicit = {cfg.train_split: cfg.train, cfg.val_split: cfg.val, **cfg.test}.get(split)
+    explicit = {cfg.train_split: cfg.train, cfg.val_split: cfg.val}.get(split)
     if explicit is not None:
         return ParallelFiles(Path(explicit.src), Path(explicit.tgt))
+    if split in cfg.test:
+        pair = cfg.test[split]
+        if "src" not in pair or "tgt" not in pair:
+            raise UserError(f"test set {split!r} needs both data.test.{split}.src and data.test.{split}.tgt")
+        return ParallelFiles(Path(pair["src"]), Path(pair["tgt"]))
     if cfg.dir is None or split not in split_names(cfg):
         raise UserError(f"corpus {cfg.name!r} has no split {split!r}; its splits are {split_names(cfg)}")
     base = Path(cfg.dir)
@@ -91,7 +96,9 @@ def read_lines(path: Path) -> Iterator[str]:
             try:
                 yield raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as err:
-                raise UserError(f"{path}:{number}: not valid UTF-8 ({err.reason}); re-encode the file as UTF-8") from err
+                raise UserError(
+                    f"{path}:{number}: not valid UTF-8 ({err.reason}); re-encode the file as UTF-8"
+                ) from err
 
 
 def count_lines(path: Path) -> int:
@@ -99,7 +106,7 @@ def count_lines(path: Path) -> int:
         return sum(1 for _ in f)
 
 
-def read_parallel(files: ParallelFiles, skipped: Optional[list[int]] = None) -> Iterator[tuple[str, str]]:
+def read_parallel(files: ParallelFiles, skipped: list[int] | None = None) -> Iterator[tuple[str, str]]:
     """Aligned (source, target) pairs; pairs with an empty side are skipped and their line numbers put in `skipped`."""
     for number, (src, tgt) in enumerate(zip_longest(read_lines(files.src), read_lines(files.tgt)), start=1):
         if src is None or tgt is None:

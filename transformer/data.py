@@ -8,7 +8,6 @@ import hashlib
 import json
 import logging
 import shutil
-from dataclasses import asdict
 from itertools import chain
 from pathlib import Path
 
@@ -54,8 +53,13 @@ def _pairs(files: ParallelFiles):
     skipped: list[int] = []
     yield from ({"src": s, "tgt": t} for s, t in read_parallel(files, skipped))
     if skipped:
-        log.warning("%s: skipped %d pairs with an empty side (lines %s%s)", files.src, len(skipped),
-                    ", ".join(map(str, skipped[:5])), ", ..." if len(skipped) > 5 else "")
+        log.warning(
+            "%s: skipped %d pairs with an empty side (lines %s%s)",
+            files.src,
+            len(skipped),
+            ", ".join(map(str, skipped[:5])),
+            ", ..." if len(skipped) > 5 else "",
+        )
 
 
 def _tokenize(batch: dict, src_model: bytes, tgt_model: bytes) -> dict:
@@ -91,17 +95,30 @@ def prepare(cfg: DataConfig) -> PreparedData:
         raise UserError(f"training split {files[cfg.train_split]} has no sentence pairs")
     tokenizer = _train_tokenizer(cfg, raw[cfg.train_split])
     tokenizer.save(tmp)
-    log.info("SentencePiece %s: %d source / %d target pieces (%s)", cfg.tokenizer.model_type,
-             tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, "joint" if tokenizer.joint else "separate")
+    log.info(
+        "SentencePiece %s: %d source / %d target pieces (%s)",
+        cfg.tokenizer.model_type,
+        tokenizer.src_vocab_size,
+        tokenizer.tgt_vocab_size,
+        "joint" if tokenizer.joint else "separate",
+    )
     counts = {}
     for split, ds in raw.items():
-        ds = ds.map(_tokenize, batched=True, num_proc=cfg.num_proc if cfg.num_proc > 1 else None,
-                    fn_kwargs={"src_model": tokenizer.src_model, "tgt_model": tokenizer.tgt_model},
-                    desc=f"tokenizing {split}")
+        ds = ds.map(
+            _tokenize,
+            batched=True,
+            num_proc=cfg.num_proc if cfg.num_proc > 1 else None,
+            fn_kwargs={"src_model": tokenizer.src_model, "tgt_model": tokenizer.tgt_model},
+            desc=f"tokenizing {split}",
+        )
         ds.save_to_disk(str(tmp / split))
         counts[split] = len(ds)
-    meta = {"splits": splits, "pairs": counts, "settings": _settings(cfg),
-            "files": {s: {"src": str(f.src), "tgt": str(f.tgt)} for s, f in files.items()}}
+    meta = {
+        "splits": splits,
+        "pairs": counts,
+        "settings": _settings(cfg),
+        "files": {s: {"src": str(f.src), "tgt": str(f.tgt)} for s, f in files.items()},
+    }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)

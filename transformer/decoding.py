@@ -6,7 +6,6 @@ the newest token and reads the rest of the prefix from a `DecoderCache`, with
 """
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import Tensor
@@ -43,7 +42,7 @@ class _Search:
     def __init__(self, model, src: Tensor, bos_id: int, group: int, max_len: int, use_cache: bool):
         self.model = model
         self.memory, self.src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
-        self.cache: Optional[DecoderCache] = model.init_cache(self.memory, group, max_len) if use_cache else None
+        self.cache: DecoderCache | None = model.init_cache(self.memory, group, max_len) if use_cache else None
         self.prefix = torch.full((src.size(0) * group, 1), bos_id, dtype=torch.long, device=src.device)
         self.banned = [bos_id, model.pad_id]  # never generated
 
@@ -58,7 +57,7 @@ class _Search:
     def append(self, tokens: Tensor) -> None:
         self.prefix = torch.cat([self.prefix, tokens[:, None]], dim=1)
 
-    def select(self, rows: Tensor, sentences: Optional[Tensor] = None) -> None:
+    def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep `rows` (and, when the batch shrinks, their `sentences`) in that order."""
         self.prefix = self.prefix.index_select(0, rows)
         if sentences is not None:
@@ -209,7 +208,5 @@ def beam_search(
     penalty: str = "power",
 ) -> list[list[int]]:
     """The best hypothesis of each sentence as a list of ids without BOS and EOS."""
-    hyps = beam_search_hypotheses(
-        model, src, beam_size, bos_id, eos_id, max_len, length_penalty, penalty, 1, use_cache
-    )
+    hyps = beam_search_hypotheses(model, src, beam_size, bos_id, eos_id, max_len, length_penalty, penalty, 1, use_cache)
     return [h[0].tokens for h in hyps]

@@ -6,7 +6,6 @@ D d_model, H heads, V vocabulary.
 """
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -82,7 +81,7 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         cross_kv: tuple[Tensor, Tensor],
         src_mask: Tensor,
-        cache: Optional[DecoderCache] = None,
+        cache: DecoderCache | None = None,
         index: int = 0,
     ) -> Tensor:
         """x (N, T, D) attends causally to itself (or to its cached prefix) and to the source."""
@@ -169,9 +168,7 @@ class Transformer(nn.Module):
         cross_kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
         return DecoderCache(cross_kv, group, max_len)
 
-    def decode(
-        self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: Optional[DecoderCache] = None
-    ) -> Tensor:
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
         """Target prefix ids (B·G, T) -> next-token logits (B·G, T, V).
 
         Without a cache `tgt_in` is the whole prefix; with one it holds only the

@@ -19,8 +19,11 @@ def main(cfg: DictConfig) -> None:
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         Trainer(cfg, run_dir).fit()
         log.info("checkpoints in %s/checkpoints (best.safetensors, last.safetensors)", run_dir)
-        log.info("evaluate:  transformer-evaluate checkpoint=%s split=%s", run_dir,
-                 (cfg.data.test_splits or list(cfg.data.test) or [cfg.data.val_split])[0])
+        log.info(
+            "evaluate:  transformer-evaluate checkpoint=%s split=%s",
+            run_dir,
+            (cfg.data.test_splits or list(cfg.data.test) or [cfg.data.val_split])[0],
+        )
         log.info("translate: echo 'Un chien court dans la neige.' | transformer-translate checkpoint=%s", run_dir)
 
 

@@ -45,9 +45,12 @@ def inverse_sqrt(step: int, warmup: int) -> float:
     return min(step / warmup, math.sqrt(warmup / step)) if warmup > 0 else 1.0 / math.sqrt(step)
 
 
-def make_optimizer(model: Transformer, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
-                                 weight_decay=cfg.weight_decay, foreach=True)
+def make_optimizer(
+    model: Transformer, cfg: OptimConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, foreach=True
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: inverse_sqrt(step, cfg.warmup_steps))
     return optimizer, scheduler
 
@@ -64,8 +67,13 @@ def autocast(device: torch.device, precision: str):
 def loss_sum(model: Transformer, batch: Batch, label_smoothing: float) -> torch.Tensor:
     """Summed label-smoothed cross-entropy over the batch's non-pad target tokens."""
     logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-    return F.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD_ID,
-                           label_smoothing=label_smoothing, reduction="sum")
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(),
+        batch.tgt_out.flatten(),
+        ignore_index=PAD_ID,
+        label_smoothing=label_smoothing,
+        reduction="sum",
+    )
 
 
 def load_train_split(data: PreparedData, split: str, max_len: int, cfg: TrainConfig) -> TrainBatches:
@@ -74,9 +82,15 @@ def load_train_split(data: PreparedData, split: str, max_len: int, cfg: TrainCon
     src_ids, tgt_ids = ds["src_ids"], ds["tgt_ids"]
     keep = [i for i in range(len(src_ids)) if max(len(src_ids[i]), len(tgt_ids[i])) + 1 <= max_len]
     if len(keep) < len(src_ids):
-        log.info("dropped %d of %d training pairs longer than data.max_len=%d tokens",
-                 len(src_ids) - len(keep), len(src_ids), max_len)
-    return TrainBatches([src_ids[i] for i in keep], [tgt_ids[i] for i in keep], cfg.trainer.batch_tokens, cfg.trainer.seed)
+        log.info(
+            "dropped %d of %d training pairs longer than data.max_len=%d tokens",
+            len(src_ids) - len(keep),
+            len(src_ids),
+            max_len,
+        )
+    return TrainBatches(
+        [src_ids[i] for i in keep], [tgt_ids[i] for i in keep], cfg.trainer.batch_tokens, cfg.trainer.seed
+    )
 
 
 class Trainer:
@@ -101,8 +115,13 @@ class Trainer:
         self.writer = SummaryWriter(str(run_dir / "tensorboard"))
         self.step, self.epoch, self.best_bleu = 0, 0, -1.0
         n_params = sum(p.numel() for p in self.model.parameters())
-        log.info("model: %.1fM parameters; %d training pairs; device %s, %s", n_params / 1e6,
-                 len(self.train_data.src_ids), self.device, cfg.trainer.precision)
+        log.info(
+            "model: %.1fM parameters; %d training pairs; device %s, %s",
+            n_params / 1e6,
+            len(self.train_data.src_ids),
+            self.device,
+            cfg.trainer.precision,
+        )
 
     def train_step(self, batch: Batch) -> float:
         """One optimizer step on `batch`; returns the loss per target token."""
@@ -147,13 +166,28 @@ class Trainer:
         self.save("last", bleu)
         if is_best:
             self.save("best", bleu)
-        log.info("step %d | epoch %d | val loss %.3f | ppl %.2f | BLEU %.2f%s | %.0fs", self.step, self.epoch,
-                 loss, math.exp(min(loss, 50)), bleu, " (best)" if is_best else "", time.time() - start)
+        log.info(
+            "step %d | epoch %d | val loss %.3f | ppl %.2f | BLEU %.2f%s | %.0fs",
+            self.step,
+            self.epoch,
+            loss,
+            math.exp(min(loss, 50)),
+            bleu,
+            " (best)" if is_best else "",
+            time.time() - start,
+        )
         return bleu
 
     def save(self, name: str, bleu: float) -> None:
-        save_checkpoint(self.run_dir / "checkpoints" / f"{name}.safetensors", self.model, self.tokenizer, self.cfg,
-                        step=self.step, epoch=self.epoch, val_bleu=f"{bleu:.2f}")
+        save_checkpoint(
+            self.run_dir / "checkpoints" / f"{name}.safetensors",
+            self.model,
+            self.tokenizer,
+            self.cfg,
+            step=self.step,
+            epoch=self.epoch,
+            val_bleu=f"{bleu:.2f}",
+        )
 
     def out_of_time(self, start: float) -> bool:
         limits = self.cfg.trainer
@@ -164,13 +198,18 @@ class Trainer:
         """Train until max_steps, max_epochs or max_minutes, validating every `val_every` steps."""
         limits = self.cfg.trainer
         start = time.time()
-        bar = tqdm(total=limits.max_steps, desc="training", unit="step", disable=not limits.progress, dynamic_ncols=True)
+        bar = tqdm(
+            total=limits.max_steps, desc="training", unit="step", disable=not limits.progress, dynamic_ncols=True
+        )
         tokens, tick = 0, time.time()
         while self.epoch < limits.max_epochs and not self.out_of_time(start):
             batches = self.train_data.epoch(self.epoch)
             if self.epoch == 0:
-                log.info("%d batches per epoch; padding %.1f%%", len(batches),
-                         100 * padding_fraction(self.train_data.lengths, batches))
+                log.info(
+                    "%d batches per epoch; padding %.1f%%",
+                    len(batches),
+                    100 * padding_fraction(self.train_data.lengths, batches),
+                )
             for indices in batches:
                 batch = self.train_data.collate(indices)
                 loss = self.train_step(batch)
@@ -194,5 +233,10 @@ class Trainer:
         if self.step % limits.val_every != 0:
             self.validate()
         self.writer.close()
-        log.info("finished after %d steps, %d epochs, %.1f minutes; best val BLEU %.2f", self.step, self.epoch,
-                 (time.time() - start) / 60, self.best_bleu)
+        log.info(
+            "finished after %d steps, %d epochs, %.1f minutes; best val BLEU %.2f",
+            self.step,
+            self.epoch,
+            (time.time() - start) / 60,
+            self.best_bleu,
+        )

@@ -1,0 +1,84 @@
+"""End to end through the real console scripts: prepare -> train -> evaluate -> translate."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from transformer.checkpoint import load_checkpoint
+
+BIN = Path(sys.executable).parent
+
+
+def run(tool: str, *args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(BIN / tool), *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{tool} failed:\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture
+def data_args(corpus, tmp_path) -> list[str]:
+    (train_src, train_tgt), (val_src, val_tgt), (test_src, test_tgt) = corpus["train"], corpus["val"], corpus["test"]
+    return [
+        "data=files",
+        f"data.train.src={train_src}",
+        f"data.train.tgt={train_tgt}",
+        f"data.val.src={val_src}",
+        f"data.val.tgt={val_tgt}",
+        f"+data.test.toy_test.src={test_src}",
+        f"+data.test.toy_test.tgt={test_tgt}",
+        f"data.prepared_dir={tmp_path / 'prepared'}",
+        "data.tokenizer.vocab_size=60",
+    ]
+
+
+def test_prepare_train_evaluate_translate(data_args, tmp_path):
+    prepared = run("transformer-prepare", *data_args, cwd=tmp_path)
+    assert (Path(prepared.stdout.strip()) / "spm.model").exists()
+
+    run_dir = tmp_path / "run"
+    train = run(
+        "transformer-train",
+        *data_args,
+        "model=tiny",
+        "trainer.max_steps=6",
+        "trainer.val_every=3",
+        "trainer.batch_tokens=512",
+        "trainer.log_every=2",
+        "trainer.progress=false",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
+    assert "reusing prepared data" in train.stderr and "transformer-evaluate checkpoint=" in train.stderr
+    assert (run_dir / "checkpoints" / "best.safetensors").exists() and (run_dir / "train.log").exists()
+
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    assert {"train/loss", "train/lr", "train/tokens_per_s", "val/loss", "val/bleu"} <= set(tags)
+    assert [e.step for e in events.Scalars("val/bleu")] == [3, 6]
+
+    evaluate = run("transformer-evaluate", f"checkpoint={run_dir}", "split=toy_test", "decoding=greedy", cwd=tmp_path)
+    assert "BLEU = " in evaluate.stdout and "chrF2 = " in evaluate.stdout and "nrefs:1" in evaluate.stdout
+    hyps = run_dir / "checkpoints" / "best.toy_test.greedy.hyp"
+    assert len(hyps.read_text().splitlines()) == 20
+
+    translate = run(
+        "transformer-translate",
+        f"checkpoint={run_dir}",
+        "decoding=beam",
+        "decoding.beam_size=3",
+        cwd=tmp_path,
+        stdin="un chien rouge\n\nle chat dort dans le parc\n",
+    )
+    lines = translate.stdout.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # 3 lines, the empty one kept
+
+    ckpt = load_checkpoint(str(run_dir / "checkpoints" / "last.safetensors"))
+    assert ckpt.meta["step"] == "6" and ckpt.config.model.d_model == 64
+    src = torch.tensor([ckpt.tokenizer.encode_src(["un chien"])[0] + [2]])
+    logits = ckpt.model(src, torch.tensor([[1]]))
+    assert logits.shape == (1, 1, ckpt.tokenizer.tgt_vocab_size) and torch.isfinite(logits).all()

@@ -1,0 +1,42 @@
+"""The real Hydra configs compose, and bad settings are rejected before any work."""
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+
+from transformer.cli import CONFIG_PATH
+
+
+def make(name, overrides=()):
+    with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+        return compose(config_name=name, overrides=list(overrides))
+
+
+@pytest.mark.parametrize("model", ["tiny", "small", "base"])
+@pytest.mark.parametrize("data", ["multi30k", "tatoeba"])
+def test_train_config_composes(model, data):
+    cfg = make("train", [f"model={model}", f"data={data}"])
+    assert cfg.model.d_model % cfg.model.n_heads == 0
+    assert cfg.data.name == data
+
+
+def test_every_command_composes():
+    for name in ("prepare", "evaluate", "translate"):
+        assert make(name, ["+checkpoint=x"] if name == "prepare" else ["checkpoint=x"]) is not None
+
+
+def test_direction_is_one_override():
+    cfg = make("train", ["data.src_lang=en", "data.tgt_lang=fr"])
+    assert (cfg.data.src_lang, cfg.data.tgt_lang) == ("en", "fr")
+
+
+def test_experiment_overlay():
+    cfg = make("train", ["+experiment=multi30k_cpu_fren"])
+    assert cfg.trainer.max_minutes > 0 and cfg.model.d_model == 256
+
+
+def test_unknown_key_and_wrong_type_are_rejected():
+    with pytest.raises(ConfigCompositionException):
+        make("train", ["trainer.max_stepz=3"])
+    with pytest.raises(ConfigCompositionException):
+        make("train", ["trainer.max_steps=many"])

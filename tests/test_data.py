@@ -1,0 +1,95 @@
+import gzip
+
+import numpy as np
+import pytest
+
+from transformer.batching import collate, token_batches
+from transformer.config import DataConfig, SplitFiles
+from transformer.corpus import ParallelFiles, read_parallel
+from transformer.data import prepare
+from transformer.errors import UserError
+from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+def files_config(corpus, tmp_path, **tokenizer) -> DataConfig:
+    cfg = DataConfig(
+        name="toy",
+        src_lang="fr",
+        tgt_lang="en",
+        prepared_dir=str(tmp_path / "prepared"),
+        train=SplitFiles(*map(str, corpus["train"])),
+        val=SplitFiles(*map(str, corpus["val"])),
+        test={"test": dict(zip(("src", "tgt"), map(str, corpus["test"])))},
+    )
+    cfg.tokenizer.vocab_size = 60
+    for key, value in tokenizer.items():
+        setattr(cfg.tokenizer, key, value)
+    return cfg
+
+
+def test_prepare_tokenizes_every_split_and_reuses_it(corpus, tmp_path, caplog):
+    cfg = files_config(corpus, tmp_path)
+    prepared = prepare(cfg)
+    assert prepared.meta["pairs"] == {"train": 300, "val": 20, "test": 20}
+    row = prepared.split("val")[0]
+    assert prepared.tokenizer.decode_tgt([row["tgt_ids"]]) == [row["tgt"]]
+    assert prepared.tokenizer.joint and prepared.tokenizer.src.pad_id() == PAD_ID
+    assert (prepared.tokenizer.src.bos_id(), prepared.tokenizer.src.eos_id()) == (BOS_ID, EOS_ID)
+    with caplog.at_level("INFO"):
+        again = prepare(cfg)
+    assert again.dir == prepared.dir and "reusing" in caplog.text
+
+
+def test_separate_vocabularies(corpus, tmp_path):
+    prepared = prepare(files_config(corpus, tmp_path, joint=False, model_type="unigram"))
+    assert not prepared.tokenizer.joint
+    assert (prepared.dir / "spm.src.model").exists() and (prepared.dir / "spm.tgt.model").exists()
+
+
+def write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+def test_mismatched_line_counts_are_an_error(tmp_path):
+    files = ParallelFiles(write(tmp_path / "a.fr", b"un\ndeux\ntrois\n"), write(tmp_path / "a.en", b"one\ntwo\n"))
+    with pytest.raises(UserError, match="has 3 lines but .* has 2"):
+        list(read_parallel(files))
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    files = ParallelFiles(write(tmp_path / "b.fr", b"un\n\xff\xfe\n"), write(tmp_path / "b.en", b"one\ntwo\n"))
+    with pytest.raises(UserError, match=r"b\.fr:2: not valid UTF-8"):
+        list(read_parallel(files))
+
+
+def test_empty_lines_are_skipped_and_crlf_handled(tmp_path):
+    src = write(tmp_path / "c.fr.gz", gzip.compress(b"un\r\n  \r\ntrois\r\n"))
+    tgt = write(tmp_path / "c.en", b"one\r\ntwo\r\nthree\r\n")
+    skipped = []
+    assert list(read_parallel(ParallelFiles(src, tgt), skipped)) == [("un", "one"), ("trois", "three")]
+    assert skipped == [2]
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(UserError, match="missing corpus file"):
+        list(read_parallel(ParallelFiles(tmp_path / "nope.fr", tmp_path / "nope.en")))
+
+
+def test_token_batches_respect_the_budget_and_cover_every_example():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 40, size=(500, 2))
+    batches = token_batches(lengths, 256, np.random.default_rng(1))
+    for idx in batches:
+        assert len(idx) * lengths[idx].max() <= 256 or len(idx) == 1
+    assert sorted(np.concatenate(batches).tolist()) == list(range(500))
+    again = token_batches(lengths, 256, np.random.default_rng(1))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+
+
+def test_collate_adds_specials_and_pads():
+    batch = collate([[5, 6], [7]], [[8], [9, 10, 11]])
+    assert batch.src.tolist() == [[5, 6, EOS_ID], [7, EOS_ID, PAD_ID]]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 8, PAD_ID, PAD_ID], [BOS_ID, 9, 10, 11]]
+    assert batch.tgt_out.tolist() == [[8, EOS_ID, PAD_ID, PAD_ID], [9, 10, 11, EOS_ID]]
+    assert batch.n_tokens == 6
