@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tests.conftest import tiny_model
-from transformer.decoding import beam_search, beam_search_hypotheses, greedy_decode
+from transformer.decoding import beam_search, beam_search_hypotheses, greedy_decode, sample_decode
 
 BOS, EOS, PAD = 1, 2, 0
 
@@ -37,6 +37,7 @@ def test_beam_cached_equals_uncached(eos):
         assert [h.tokens for h in hc] == [h.tokens for h in hu]
         for a, b in zip(hc, hu):
             assert a.score == pytest.approx(b.score, abs=1e-5)
+            torch.testing.assert_close(torch.tensor(a.token_scores), torch.tensor(b.token_scores), atol=1e-5, rtol=0)
 
 
 def test_beam_size_one_equals_greedy():
@@ -97,3 +98,83 @@ def test_beam_finds_the_sequence_greedy_misses():
     hyps = beam_search_hypotheses(model, src, 2, BOS, EOS, 4, length_penalty=0.0, use_cache=False)
     assert hyps[0][0].tokens == [B]
     assert hyps[0][0].score == pytest.approx(math.log(0.4) + math.log(0.9), abs=1e-6)
+
+
+# A table where the length penalty decides: "B" is the likelier short output,
+# "A A" the longer one (p = 0.55·0.8·0.95); "A" alone (0.11) drops out of the beam.
+PENALTY_TABLE = {(): {A: 0.55, B: 0.45}, (A,): {A: 0.8, EOS: 0.2}, (A, A): {EOS: 0.95, B: 0.05}}
+LOG_B, LOG_AA = math.log(0.45), math.log(0.55 * 0.8 * 0.95)
+
+
+@pytest.mark.parametrize(
+    "kind, alpha, expected",
+    [
+        ("none", 1.0, [([B], LOG_B), ([A, A], LOG_AA)]),
+        ("power", 0.0, [([B], LOG_B), ([A, A], LOG_AA)]),
+        ("power", 1.0, [([A, A], LOG_AA / 3), ([B], LOG_B / 2)]),  # the penalty lets the longer one win
+        ("gnmt", 1.0, [([A, A], LOG_AA / (8 / 6)), ([B], LOG_B / (7 / 6))]),
+    ],
+)
+def test_scripted_beam_scores_for_each_length_penalty(kind, alpha, expected):
+    model, src = ScriptedModel(PENALTY_TABLE), torch.tensor([[5, EOS]])
+    hyps = beam_search_hypotheses(model, src, 2, BOS, EOS, 6, alpha, kind, n_best=2, use_cache=False)[0]
+    assert [h.tokens for h in hyps] == [tokens for tokens, _ in expected]
+    for h, (_, score) in zip(hyps, expected):
+        assert h.score == pytest.approx(score, abs=1e-6)
+        assert sum(h.token_scores) == pytest.approx(h.logprob, abs=1e-6)
+
+
+def test_a_finished_short_hypothesis_does_not_stop_the_search():
+    # "B EOS" is the top beam after step 2, but with len^1 normalisation "A A EOS" can still
+    # (and does) overtake it, so the search must go on.
+    model, src = ScriptedModel(PENALTY_TABLE), torch.tensor([[5, EOS]])
+    best = beam_search(model, src, 2, BOS, EOS, 6, length_penalty=1.0, use_cache=False)
+    assert best == [[A, A]]
+
+
+def test_n_best_is_distinct_and_sorted():
+    model, src = tiny_model(seed=11), batch_src(4)
+    for hyps in beam_search_hypotheses(model, src, 5, BOS, EOS, 12, n_best=5):
+        assert len(hyps) == 5
+        assert len({tuple(h.tokens) for h in hyps}) == 5
+        assert all(a.score >= b.score for a, b in zip(hyps, hyps[1:]))
+
+
+def test_per_sentence_max_len_and_min_len():
+    model, src = tiny_model(seed=2), batch_src(5)
+    limit = torch.tensor([3, 5, 7, 9])
+    out = greedy_decode(model, src, BOS, -1, limit)
+    assert [int((row != PAD).sum()) for row in out] == [3, 5, 7, 9]
+    beams = beam_search(model, src, 3, BOS, -1, limit)
+    assert [len(h) for h in beams] == [3, 5, 7, 9]
+    scripted = ScriptedModel({})  # would end at once: EOS has probability 1 everywhere
+    assert greedy_decode(scripted, src[:1], BOS, EOS, 10, use_cache=False).tolist()[0] == [EOS]
+    forced = greedy_decode(scripted, src[:1], BOS, EOS, 10, use_cache=False, min_len=4).tolist()[0]
+    assert len(forced) == 5 and forced[-1] == EOS and EOS not in forced[:4]
+
+
+def has_repeat(tokens, n):
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+def test_no_repeat_ngram_blocks_repeats():
+    model, src = tiny_model(seed=0), batch_src(0)
+    plain = greedy_decode(model, src, BOS, -1, 20).tolist()
+    assert any(has_repeat(row, 2) for row in plain)  # the random model loves repeating itself
+    blocked = greedy_decode(model, src, BOS, -1, 20, no_repeat_ngram_size=2).tolist()
+    assert not any(has_repeat(row, 2) for row in blocked)
+    beams = beam_search(model, src, 4, BOS, -1, 20, no_repeat_ngram_size=2)
+    assert not any(has_repeat(h, 2) for h in beams)
+
+
+def test_sampling_is_seeded_and_top_k_one_is_greedy():
+    model, src = tiny_model(seed=4), batch_src(6)
+    greedy = greedy_decode(model, src, BOS, EOS, 15)
+    assert torch.equal(sample_decode(model, src, BOS, EOS, 15, top_k=1), greedy)
+
+    def draw():
+        seeded = torch.Generator().manual_seed(3)
+        return sample_decode(model, src, BOS, EOS, 15, top_p=0.9, temperature=1.5, generator=seeded)
+
+    assert torch.equal(draw(), draw())

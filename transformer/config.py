@@ -105,11 +105,19 @@ class TrainerConfig:
 class DecodingConfig:
     """Search settings, shared by validation, evaluation and translation."""
 
-    strategy: str = "greedy"  # greedy | beam
+    strategy: str = "greedy"  # greedy | beam | sample
     beam_size: int = 5
-    length_penalty: float = 1.0  # alpha; 0 = no normalisation (neutral)
-    max_len_a: float = 1.2  # output limit = a * source length + b (tokens)
+    n_best: int = 1  # hypotheses returned per sentence (beam); translate prints them all
+    length_penalty: float = 1.0  # alpha; 0 = raw log-probability (neutral)
+    length_penalty_kind: str = "power"  # power: len^alpha | gnmt: ((5+len)/6)^alpha | none
+    max_len_a: float = 1.2  # output limit per sentence = a * source length + b (tokens, EOS included)
     max_len_b: int = 10
+    min_len: int = 0  # fewest tokens before EOS
+    no_repeat_ngram_size: int = 0  # forbid repeating any n-gram of this size; 0 = off
+    top_k: int = 0  # sampling: keep the k likeliest tokens; 0 = all
+    top_p: float = 1.0  # sampling: nucleus mass
+    temperature: float = 1.0  # sampling
+    seed: int = 0  # sampling
     batch_size: int = 64  # sentences per decoding batch
 
 

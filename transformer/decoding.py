@@ -1,8 +1,9 @@
-"""Greedy and beam search over any model with `encode`, `init_cache` and `decode`.
+"""Greedy, sampling and beam search over any model with `encode`, `init_cache` and `decode`.
 
-Both searches share one step function; with `use_cache=True` a step feeds only
+All searches share one step function; with `use_cache=True` a step feeds only
 the newest token and reads the rest of the prefix from a `DecoderCache`, with
 `use_cache=False` it re-runs the whole prefix. The two give the same ids.
+Lengths count generated tokens including EOS; BOS and pad are never generated.
 """
 
 from dataclasses import dataclass
@@ -12,14 +13,18 @@ from torch import Tensor
 
 from transformer.cache import DecoderCache
 
+NEG_INF = float("-inf")
+
 
 @dataclass
 class Hypothesis:
-    """A finished translation: ids without BOS/EOS, its length-normalised and raw scores."""
+    """A finished translation: ids without BOS/EOS, its length-normalised score,
+    its log-probability, and the log-probability of each generated token (EOS included)."""
 
     tokens: list[int]
     score: float
     logprob: float
+    token_scores: list[float]
 
 
 def penalty_divisor(length: int, alpha: float, kind: str = "power") -> float:
@@ -36,35 +41,124 @@ def penalty_divisor(length: int, alpha: float, kind: str = "power") -> float:
     raise ValueError(f"unknown length penalty {kind!r}; choose power, gnmt or none")
 
 
-class _Search:
-    """Encoder output, optional cache and prefix for a batch of rows (hypotheses)."""
+def limits(max_len: int | Tensor, batch: int, device: torch.device) -> Tensor:
+    """Per-sentence output limits (B,) from an int or a (B,) tensor."""
+    if isinstance(max_len, Tensor):
+        return max_len.to(device=device, dtype=torch.long)
+    return torch.full((batch,), int(max_len), dtype=torch.long, device=device)
 
-    def __init__(self, model, src: Tensor, bos_id: int, group: int, max_len: int, use_cache: bool):
-        self.model = model
+
+class _Search:
+    """Encoder output, optional cache and prefixes for a batch of rows (hypotheses).
+
+    Rows are `group` hypotheses per source sentence, sentence-major.
+    """
+
+    def __init__(
+        self,
+        model,
+        src: Tensor,
+        bos_id: int,
+        eos_id: int,
+        group: int,
+        max_len: int,
+        use_cache: bool,
+        min_len: int = 0,
+        no_repeat_ngram_size: int = 0,
+    ):
+        self.model, self.eos_id = model, eos_id
         self.memory, self.src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
         self.cache: DecoderCache | None = model.init_cache(self.memory, group, max_len) if use_cache else None
-        self.prefix = torch.full((src.size(0) * group, 1), bos_id, dtype=torch.long, device=src.device)
-        self.banned = [bos_id, model.pad_id]  # never generated
+        self.prefix = torch.full((src.size(0) * group, max_len + 1), bos_id, dtype=torch.long, device=src.device)
+        self.logprobs = torch.zeros(src.size(0) * group, max_len, device=src.device)  # per generated token
+        self.length = 1  # filled prefix positions, BOS included
+        self.banned = [bos_id, model.pad_id]
+        self.min_len, self.ngram = min_len, no_repeat_ngram_size
 
     def step(self) -> Tensor:
-        """Log-probabilities (N, V) of the next token for every row's prefix."""
-        tgt_in = self.prefix[:, -1:] if self.cache is not None else self.prefix
+        """Log-probabilities (N, V) of the next token for every row, with banned tokens at -inf."""
+        prefix = self.prefix[:, : self.length]
+        tgt_in = prefix[:, -1:] if self.cache is not None else prefix
         logits = self.model.decode(tgt_in, self.memory, self.src_mask, self.cache)
         logp = torch.log_softmax(logits[:, -1].float(), dim=-1)
-        logp[:, self.banned] = float("-inf")
+        logp[:, self.banned] = NEG_INF
+        if self.length - 1 < self.min_len and 0 <= self.eos_id < logp.size(1):
+            logp[:, self.eos_id] = NEG_INF
+        if self.ngram > 0 and self.length >= self.ngram:
+            self._block_repeats(logp, prefix)
         return logp
 
-    def append(self, tokens: Tensor) -> None:
-        self.prefix = torch.cat([self.prefix, tokens[:, None]], dim=1)
+    def _block_repeats(self, logp: Tensor, prefix: Tensor) -> None:
+        """Forbid tokens that would repeat an n-gram already in the row's prefix."""
+        n = self.ngram
+        windows = prefix.unfold(1, n, 1)  # (N, W, n): every n-gram so far
+        tail = prefix[:, None, self.length - n + 1 :]  # (N, 1, n-1): the newest n-1 tokens
+        seen = (windows[:, :, : n - 1] == tail).all(dim=-1)  # (N, W)
+        logp.scatter_add_(1, windows[:, :, -1], torch.where(seen, NEG_INF, 0.0))
+
+    def append(self, tokens: Tensor, logprobs: Tensor) -> None:
+        self.prefix[:, self.length] = tokens
+        self.logprobs[:, self.length - 1] = logprobs
+        self.length += 1
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep `rows` (and, when the batch shrinks, their `sentences`) in that order."""
         self.prefix = self.prefix.index_select(0, rows)
+        self.logprobs = self.logprobs.index_select(0, rows)
         if sentences is not None:
             self.memory = self.memory.index_select(0, sentences)
             self.src_mask = self.src_mask.index_select(0, sentences)
         if self.cache is not None:
             self.cache.reorder(rows, sentences)
+
+
+def _pick_greedy(logp: Tensor) -> Tensor:
+    return logp.argmax(dim=-1)
+
+
+def _sampler(top_k: int, top_p: float, temperature: float, generator: torch.Generator | None):
+    """A token picker drawing from the (temperature-scaled, top-k / nucleus filtered) distribution."""
+
+    def pick(logp: Tensor) -> Tensor:
+        scores = logp / temperature
+        if top_k > 0:
+            kth = scores.topk(min(top_k, scores.size(-1)), dim=-1).values[:, -1:]
+            scores = scores.masked_fill(scores < kth, NEG_INF)
+        if top_p < 1.0:
+            sorted_scores, order = scores.sort(dim=-1, descending=True)
+            cumulative = sorted_scores.softmax(-1).cumsum(-1)
+            drop = cumulative - sorted_scores.softmax(-1) >= top_p  # keep the smallest set reaching top_p
+            scores = scores.scatter(1, order, sorted_scores.masked_fill(drop, NEG_INF))
+        return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
+
+    return pick
+
+
+def _one_best(model, src, bos_id, eos_id, max_len, use_cache, pick, min_len, no_repeat_ngram_size):
+    """Decode one hypothesis per sentence, choosing each token with `pick`; finished rows leave the batch."""
+    model.eval()
+    batch = src.size(0)
+    limit = limits(max_len, batch, src.device)
+    longest = int(limit.max()) if batch else 0
+    out = torch.full((batch, longest), model.pad_id, dtype=torch.long, device=src.device)
+    scores = torch.zeros(batch, longest, device=src.device)
+    search = _Search(model, src, bos_id, eos_id, 1, longest, use_cache, min_len, no_repeat_ngram_size)
+    active = torch.arange(batch, device=src.device)  # original index of each row
+    steps = 0
+    for t in range(longest):
+        logp = search.step()
+        tokens = pick(logp)
+        chosen = logp.gather(1, tokens[:, None]).squeeze(1)
+        out[active, t], scores[active, t] = tokens, chosen
+        steps = t + 1
+        search.append(tokens, chosen)
+        running = ((tokens != eos_id) & (limit[active] > t + 1)).nonzero().squeeze(1)
+        if running.numel() == 0:
+            break
+        if running.numel() < active.numel():
+            search.select(running, running)
+            active = active[running]
+    return out[:, :steps], scores[:, :steps]
 
 
 @torch.inference_mode()
@@ -73,38 +167,91 @@ def greedy_decode(
     src: Tensor,
     bos_id: int,
     eos_id: int,
-    max_len: int,
+    max_len: int | Tensor,
     use_cache: bool = True,
     return_scores: bool = False,
+    min_len: int = 0,
+    no_repeat_ngram_size: int = 0,
 ):
     """Pick the most likely token at each step.
 
     Returns ids (B, ≤max_len) without BOS, EOS included, pad_id after EOS; with
     `return_scores` also the chosen tokens' log-probabilities (B, ≤max_len).
-    Finished rows leave the batch, so late steps run on fewer rows.
+    `max_len` may be a (B,) tensor of per-sentence limits. Finished rows leave
+    the batch, so late steps run on fewer rows.
     """
-    model.eval()
-    batch = src.size(0)
-    out = torch.full((batch, max_len), model.pad_id, dtype=torch.long, device=src.device)
-    scores = torch.zeros(batch, max_len, device=src.device)
-    search = _Search(model, src, bos_id, 1, max_len, use_cache)
-    active = torch.arange(batch, device=src.device)  # original index of each row
-    steps = 0
-    for t in range(max_len):
-        logp = search.step()
-        best, tokens = logp.max(dim=-1)
-        out[active, t] = tokens
-        scores[active, t] = best
-        steps = t + 1
-        search.append(tokens)
-        running = (tokens != eos_id).nonzero().squeeze(1)
-        if running.numel() == 0:
-            break
-        if running.numel() < active.numel():
-            search.select(running, running)
-            active = active[running]
-    out, scores = out[:, :steps], scores[:, :steps]
+    out, scores = _one_best(model, src, bos_id, eos_id, max_len, use_cache, _pick_greedy, min_len, no_repeat_ngram_size)
     return (out, scores) if return_scores else out
+
+
+@torch.inference_mode()
+def sample_decode(
+    model,
+    src: Tensor,
+    bos_id: int,
+    eos_id: int,
+    max_len: int | Tensor,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    min_len: int = 0,
+    no_repeat_ngram_size: int = 0,
+) -> Tensor:
+    """Draw each token at random (e.g. for back-translation); same output layout as `greedy_decode`."""
+    if temperature <= 0 or not 0 < top_p <= 1:
+        raise ValueError(f"need temperature > 0 and 0 < top_p <= 1 (got {temperature}, {top_p})")
+    pick = _sampler(top_k, top_p, temperature, generator)
+    return _one_best(model, src, bos_id, eos_id, max_len, use_cache, pick, min_len, no_repeat_ngram_size)[0]
+
+
+class _Pool:
+    """The best `n` finished hypotheses of each sentence, kept sorted by normalised score."""
+
+    def __init__(self, batch: int, n: int, width: int, pad_id: int, device: torch.device):
+        self.score = torch.full((batch, n), NEG_INF, device=device)  # normalised
+        self.raw = torch.zeros(batch, n, device=device)
+        self.tokens = torch.full((batch, n, width), pad_id, dtype=torch.long, device=device)
+        self.token_scores = torch.zeros(batch, n, width, device=device)
+        self.length = torch.zeros(batch, n, dtype=torch.long, device=device)
+
+    def add(self, score: Tensor, raw: Tensor, tokens: Tensor, token_scores: Tensor) -> None:
+        """Merge candidates (B, C) with (B, C, t) tokens; -inf scores are not candidates."""
+        n, t = self.score.size(1), tokens.size(2)
+        merged = torch.cat([self.score, score], dim=1)
+        top, idx = merged.topk(n, dim=1)  # (B, n)
+        padded = self.tokens.new_zeros(score.size(0), score.size(1), self.tokens.size(2))  # (B, C, width)
+        padded_scores = self.token_scores.new_zeros(padded.shape)
+        padded[:, :, :t], padded_scores[:, :, :t] = tokens, token_scores
+        all_tokens = torch.cat([self.tokens, padded], dim=1)
+        all_token_scores = torch.cat([self.token_scores, padded_scores], dim=1)
+        all_length = torch.cat([self.length, torch.full_like(score, t, dtype=torch.long)], dim=1)
+        gather3 = idx[:, :, None].expand(-1, -1, self.tokens.size(2))
+        self.score, self.raw = top, torch.cat([self.raw, raw], dim=1).gather(1, idx)
+        self.tokens, self.token_scores = all_tokens.gather(1, gather3), all_token_scores.gather(1, gather3)
+        self.length = all_length.gather(1, idx)
+
+    def keep(self, sentences: Tensor) -> None:
+        for name in ("score", "raw", "tokens", "token_scores", "length"):
+            setattr(self, name, getattr(self, name).index_select(0, sentences))
+
+    def hypotheses(self, b: int, eos_id: int) -> list[Hypothesis]:
+        out = []
+        for j in range(self.score.size(1)):
+            if self.score[b, j] == NEG_INF:
+                break
+            n = int(self.length[b, j])
+            tokens = self.tokens[b, j, :n].tolist()
+            out.append(
+                Hypothesis(
+                    tokens[:-1] if tokens[-1] == eos_id else tokens,
+                    float(self.score[b, j]),
+                    float(self.raw[b, j]),
+                    self.token_scores[b, j, :n].tolist(),
+                )
+            )
+        return out
 
 
 @torch.inference_mode()
@@ -114,86 +261,73 @@ def beam_search_hypotheses(
     beam_size: int,
     bos_id: int,
     eos_id: int,
-    max_len: int,
+    max_len: int | Tensor,
     length_penalty: float = 1.0,
-    penalty: str = "power",
+    length_penalty_kind: str = "power",
     n_best: int = 1,
     use_cache: bool = True,
+    min_len: int = 0,
+    no_repeat_ngram_size: int = 0,
 ) -> list[list[Hypothesis]]:
     """Beam search; for each sentence the `n_best` best finished hypotheses, best first.
 
     Each step ranks all beam × vocabulary extensions of a sentence. Extensions
     ending in EOS among the top `beam_size` are finished and set aside; the best
     `beam_size` others continue. A sentence stops once it has `n_best` finished
-    hypotheses and no live one can still beat them; at `max_len` every live
-    hypothesis is finished as it stands. Scores are log-probabilities divided
-    by `penalty_divisor(len incl. EOS, α, penalty)`.
+    hypotheses and no live one can still beat them; at its length limit every
+    live hypothesis is finished as it stands. Scores are log-probabilities
+    divided by `penalty_divisor(length incl. EOS, α=length_penalty, kind)`.
     """
     model.eval()
-    if not 1 <= n_best <= beam_size:
-        raise ValueError(f"n_best={n_best} must be between 1 and beam_size={beam_size}")
-    k = beam_size
-    batch = src.size(0)
-    search = _Search(model, src, bos_id, k, max_len, use_cache)
-    # Only the first beam is live at the start, so the first step expands one prefix.
-    scores = torch.full((batch, k), float("-inf"), device=src.device)
-    scores[:, 0] = 0.0
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    active = list(range(batch))  # original sentence of each batch position
-    lp_max = max(penalty_divisor(n, length_penalty, penalty) for n in (1, max_len))
-    for t in range(max_len):
+    if beam_size < 1 or not 1 <= n_best <= beam_size:
+        raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size (got {beam_size}, {n_best})")
+    k, batch, device = beam_size, src.size(0), src.device
+    limit = limits(max_len, batch, device)
+    longest = int(limit.max())
+    divisor = torch.tensor(
+        [penalty_divisor(n, length_penalty, length_penalty_kind) for n in range(1, longest + 1)], device=device
+    )
+    # A live hypothesis' log-probability only falls, so its best possible score is
+    # its current one over the largest divisor it could still reach.
+    best_divisor = divisor.cummax(0).values[limit - 1]  # (B,)
+    search = _Search(model, src, bos_id, eos_id, k, longest, use_cache, min_len, no_repeat_ngram_size)
+    pool = _Pool(batch, n_best, longest, model.pad_id, device)
+    scores = torch.full((batch, k), NEG_INF, device=device)
+    scores[:, 0] = 0.0  # only the first beam is live at the start
+    active = torch.arange(batch, device=device)  # original sentence of each batch position
+    results: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    for t in range(longest):
         logp = search.step()  # (B·K, V)
-        vocab = logp.size(-1)
-        cand = (scores[:, :, None] + logp.view(-1, k, vocab)).view(-1, k * vocab)  # (B, K·V)
-        top_scores, top_idx = cand.topk(2 * k, dim=1)  # (B, 2K)
-        top_beam, top_tok = top_idx // vocab, top_idx % vocab
-        last = t == max_len - 1
-        top_scores, top_beam, top_tok = top_scores.tolist(), top_beam.tolist(), top_tok.tolist()
-        next_rows, next_tokens, next_scores, keep = [], [], [], []
-        for b, sent in enumerate(active):
-            live = []
-            for rank in range(2 * k):
-                score, beam, tok = top_scores[b][rank], top_beam[b][rank], top_tok[b][rank]
-                if score == float("-inf"):
-                    break
-                if tok == eos_id or last:
-                    if rank < k:
-                        tokens = search.prefix[b * k + beam, 1:].tolist() + ([] if tok == eos_id else [tok])
-                        norm = score / penalty_divisor(t + 1, length_penalty, penalty)
-                        finished[sent].append(Hypothesis(tokens, norm, score))
-                elif len(live) < k:
-                    live.append((beam, tok, score))
-            finished[sent].sort(key=lambda h: -h.score)
-            if last or _done(finished[sent], live, n_best, lp_max):
-                continue
-            keep.append(b)
-            for beam, tok, score in live:
-                next_rows.append(b * k + beam)
-                next_tokens.append(tok)
-                next_scores.append(score)
-        if not keep:
+        n, vocab = scores.size(0), logp.size(-1)
+        cand = (scores[:, :, None] + logp.view(n, k, vocab)).view(n, k * vocab)
+        top_scores, top_idx = cand.topk(min(2 * k, k * vocab), dim=1)  # (B, 2K), best first
+        top_logp = logp.view(n, k * vocab).gather(1, top_idx)
+        top_tok = top_idx % vocab
+        rows = torch.arange(n, device=device)[:, None] * k + top_idx // vocab  # (B, 2K)
+        is_eos = top_tok == eos_id
+        last = limit[active] == t + 1  # (B,)
+        rank = torch.arange(top_idx.size(1), device=device)
+        finishing = (is_eos | last[:, None]) & (rank < k) & (top_scores > NEG_INF)
+        if finishing.any():
+            tokens = torch.cat([search.prefix[rows, 1 : t + 1], top_tok[:, :, None]], dim=2)  # (B, 2K, t+1)
+            token_scores = torch.cat([search.logprobs[rows, :t], top_logp[:, :, None]], dim=2)
+            pool.add(torch.where(finishing, top_scores / divisor[t], NEG_INF), top_scores, tokens, token_scores)
+        order = is_eos.to(torch.int8).argsort(dim=1, stable=True)[:, :k]  # the K best non-EOS, by rank
+        next_scores = top_scores.gather(1, order)
+        bound = next_scores[:, 0] / best_divisor[active]
+        done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= bound))
+        for b in done.nonzero().flatten().tolist():
+            results[int(active[b])] = pool.hypotheses(b, eos_id)
+        keep = (~done).nonzero().flatten()
+        if keep.numel() == 0:
             break
-        device = src.device
-        rows = torch.tensor(next_rows, device=device)
-        sentences = torch.tensor(keep, device=device) if len(keep) < len(active) else None
-        search.select(rows, sentences)
-        search.append(torch.tensor(next_tokens, device=device))
-        scores = torch.tensor(next_scores, device=device).view(-1, k)
-        active = [active[b] for b in keep]
-    return [hyps[:n_best] for hyps in finished]
-
-
-def _done(finished: list[Hypothesis], live: list[tuple[int, int, float]], n_best: int, lp_max: float) -> bool:
-    """True when `n_best` hypotheses are finished and no live one can overtake the worst of them.
-
-    A live hypothesis' raw log-probability only falls as it grows, so its best
-    possible normalised score is its current score divided by the largest
-    penalty it could still get.
-    """
-    if len(finished) < n_best or not live:
-        return len(finished) >= n_best
-    best_live = max(score for _, _, score in live) / lp_max
-    return finished[n_best - 1].score >= best_live
+        shrink = keep if keep.numel() < n else None
+        search.select(rows.gather(1, order)[keep].flatten(), shrink)
+        search.append(top_tok.gather(1, order)[keep].flatten(), top_logp.gather(1, order)[keep].flatten())
+        scores, active = next_scores[keep], active[keep]
+        if shrink is not None:
+            pool.keep(keep)
+    return results
 
 
 def beam_search(
@@ -202,11 +336,26 @@ def beam_search(
     beam_size: int,
     bos_id: int,
     eos_id: int,
-    max_len: int,
+    max_len: int | Tensor,
     length_penalty: float = 1.0,
     use_cache: bool = True,
-    penalty: str = "power",
+    length_penalty_kind: str = "power",
+    min_len: int = 0,
+    no_repeat_ngram_size: int = 0,
 ) -> list[list[int]]:
     """The best hypothesis of each sentence as a list of ids without BOS and EOS."""
-    hyps = beam_search_hypotheses(model, src, beam_size, bos_id, eos_id, max_len, length_penalty, penalty, 1, use_cache)
+    hyps = beam_search_hypotheses(
+        model,
+        src,
+        beam_size,
+        bos_id,
+        eos_id,
+        max_len,
+        length_penalty,
+        length_penalty_kind,
+        1,
+        use_cache,
+        min_len,
+        no_repeat_ngram_size,
+    )
     return [h[0].tokens for h in hyps]

@@ -1,7 +1,8 @@
 """`transformer-translate`: translate sentences given inline, in a file, or on stdin.
 
 Translations alone go to stdout, one line per input line in input order (an
-empty line stays empty); logs and progress go to stderr.
+empty line stays empty); logs and progress go to stderr. With decoding.n_best > 1
+each input line gives n_best lines "LINE<TAB>SCORE<TAB>TRANSLATION".
 """
 
 import sys
@@ -42,6 +43,11 @@ def main(cfg: DictConfig) -> None:
             return interactive(translator)
         else:
             lines = [line.rstrip("\r\n") for line in sys.stdin]
+        if cfg.decoding.n_best > 1:  # n-best lists: "LINE<TAB>SCORE<TAB>TRANSLATION", best first
+            for number, hyps in enumerate(translator.translate_nbest(lines, progress=len(lines) > 100), 1):
+                for text, score in hyps:
+                    print(f"{number}\t{score:.4f}\t{text}")
+            return None
         for translation in translator.translate(lines, progress=len(lines) > 100):
             print(translation)
 

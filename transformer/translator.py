@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from transformer.batching import pad
 from transformer.config import DecodingConfig
-from transformer.decoding import beam_search, greedy_decode
+from transformer.decoding import Hypothesis, beam_search_hypotheses, greedy_decode, sample_decode
 from transformer.model import Transformer
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
@@ -23,25 +23,60 @@ class Translator:
     """A model, its tokenizer and the decoding settings."""
 
     def __init__(self, model: Transformer, tokenizer: Tokenizer, cfg: DecodingConfig):
-        if cfg.strategy not in ("greedy", "beam"):
-            raise ValueError(f"decoding.strategy={cfg.strategy!r}; choose greedy or beam")
+        if cfg.strategy not in ("greedy", "beam", "sample"):
+            raise ValueError(f"decoding.strategy={cfg.strategy!r}; choose greedy, beam or sample")
         self.model, self.tokenizer, self.cfg = model, tokenizer, cfg
+        self.generator = torch.Generator().manual_seed(cfg.seed)
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def max_len(self, src_len: int) -> int:
-        """Output limit for a source of `src_len` tokens, capped by the model's positions."""
-        limit = int(self.cfg.max_len_a * src_len + self.cfg.max_len_b)
-        return max(1, min(limit, self.model.max_positions - 1))
+    def max_len(self, src_lengths: torch.Tensor) -> torch.Tensor:
+        """Per-sentence output limits a·len+b (source length incl. EOS), capped by the model's positions."""
+        limit = (self.cfg.max_len_a * src_lengths + self.cfg.max_len_b).long()
+        return limit.clamp(1, self.model.max_positions - 1)
 
-    def _search(self, src: torch.Tensor) -> list[list[int]]:
-        max_len = self.max_len(src.size(1))
-        if self.cfg.strategy == "beam":
-            return beam_search(self.model, src, self.cfg.beam_size, BOS_ID, EOS_ID, max_len, self.cfg.length_penalty)
-        out = greedy_decode(self.model, src, BOS_ID, EOS_ID, max_len).tolist()
-        return [[t for t in row if t not in (EOS_ID, PAD_ID)] for row in out]
+    def _search(self, src: torch.Tensor) -> list[list[Hypothesis]]:
+        """Hypotheses (best first) for each row of `src` (B, S)."""
+        cfg, model = self.cfg, self.model
+        max_len = self.max_len((src != PAD_ID).sum(1))
+        common = dict(min_len=cfg.min_len, no_repeat_ngram_size=cfg.no_repeat_ngram_size)
+        if cfg.strategy == "beam":
+            return beam_search_hypotheses(
+                model,
+                src,
+                cfg.beam_size,
+                BOS_ID,
+                EOS_ID,
+                max_len,
+                cfg.length_penalty,
+                cfg.length_penalty_kind,
+                cfg.n_best,
+                **common,
+            )
+        if cfg.strategy == "sample":
+            ids = sample_decode(
+                model,
+                src,
+                BOS_ID,
+                EOS_ID,
+                max_len,
+                cfg.top_k,
+                cfg.top_p,
+                cfg.temperature,
+                self.generator.manual_seed(cfg.seed),
+                **common,
+            )
+            scores = torch.zeros_like(ids, dtype=torch.float)
+        else:
+            ids, scores = greedy_decode(model, src, BOS_ID, EOS_ID, max_len, return_scores=True, **common)
+        hyps = []
+        for row, row_scores in zip(ids.tolist(), scores.tolist()):
+            n = row.index(EOS_ID) + 1 if EOS_ID in row else len([t for t in row if t != PAD_ID])
+            total = sum(row_scores[:n])
+            hyps.append([Hypothesis(row[: n - 1] if row[n - 1] == EOS_ID else row[:n], total, total, row_scores[:n])])
+        return hyps
 
     def _batches(self, ids: list[list[int]]) -> Iterator[list[int]]:
         """Indices of sentences in batches of similar length."""
@@ -49,21 +84,26 @@ class Translator:
         for start in range(0, len(order), self.cfg.batch_size):
             yield order[start : start + self.cfg.batch_size]
 
-    def translate(self, sentences: list[str], progress: bool = False) -> list[str]:
-        """Translations in input order; an empty or blank sentence translates to ''."""
+    def translate_nbest(self, sentences: list[str], progress: bool = False) -> list[list[tuple[str, float]]]:
+        """(translation, score) lists, best first, in input order; a blank sentence gets [("", 0.0)]."""
         ids = self.tokenizer.encode_src([s.strip() for s in sentences])
         limit = self.model.max_positions - 1
-        long = sum(len(x) > limit for x in ids)
+        long = sum(len(x) >= limit for x in ids)
         if long:
             log.warning("%d sentences exceed the model's %d positions; their ends are cut", long, limit)
-        out = [""] * len(sentences)
+        out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
         todo = [i for i, x in enumerate(ids) if x]
         bar = tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False)
         for batch in self._batches([ids[i] for i in todo]):
             rows = [todo[j] for j in batch]
-            src = pad([ids[i][:limit] + [EOS_ID] for i in rows]).to(self.device)
-            for i, hyp in zip(rows, self.tokenizer.decode_tgt(self._search(src))):
-                out[i] = hyp
+            src = pad([ids[i][: limit - 1] + [EOS_ID] for i in rows]).to(self.device)
+            for i, hyps in zip(rows, self._search(src)):
+                texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
+                out[i] = [(text, h.score) for text, h in zip(texts, hyps)]
             bar.update(len(rows))
         bar.close()
         return out
+
+    def translate(self, sentences: list[str], progress: bool = False) -> list[str]:
+        """The best translation of each sentence, in input order; a blank sentence translates to ''."""
+        return [hyps[0][0] for hyps in self.translate_nbest(sentences, progress)]

@@ -1,0 +1,155 @@
+"""Decoding speed: our greedy and beam search (KV-cached and not) against Hugging Face MarianMT.
+
+Both models get the same dimensions, random weights and the same random source
+batch; EOS is disabled so every sentence decodes exactly `--out-len` tokens.
+Calls are interleaved round by round and the median time of each is reported.
+
+    python scripts/benchmark_decoding.py --size small            # table
+    python scripts/benchmark_decoding.py --size small --json     # ... and a JSON last line
+
+Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`).
+"""
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from transformer.decoding import beam_search, greedy_decode
+from transformer.model import Transformer
+
+SIZES = {  # d_model, heads, layers (each side), d_ff
+    "small": (256, 4, 3, 1024),
+    "base": (512, 8, 6, 2048),
+}
+BOS, EOS, PAD = 1, 2, 0
+
+
+def ours(size: str, vocab: int) -> Transformer:
+    d, h, layers, ff = SIZES[size]
+    return Transformer(vocab, vocab, d, h, layers, layers, ff, dropout=0.0, joint_vocab=True).eval()
+
+
+def marian(size: str, vocab: int):
+    """A randomly initialised MarianMT of the same size, or None without `transformers`."""
+    try:
+        from transformers import MarianConfig, MarianMTModel
+    except ImportError:
+        return None
+    d, h, layers, ff = SIZES[size]
+    config = MarianConfig(
+        vocab_size=vocab,
+        d_model=d,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=h,
+        decoder_attention_heads=h,
+        encoder_ffn_dim=ff,
+        decoder_ffn_dim=ff,
+        max_position_embeddings=512,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        decoder_start_token_id=BOS,
+        forced_eos_token_id=None,
+        dropout=0.0,
+    )
+    return MarianMTModel(config).eval()
+
+
+def hf_generate(model, src: torch.Tensor, beams: int, out_len: int) -> Callable[[], object]:
+    mask = src != PAD
+
+    def run():
+        with torch.inference_mode():
+            return model.generate(
+                input_ids=src,
+                attention_mask=mask,
+                num_beams=beams,
+                do_sample=False,
+                max_new_tokens=out_len,
+                min_new_tokens=out_len,
+                eos_token_id=None,
+                length_penalty=1.0,
+                early_stopping=False,
+            )
+
+    return run
+
+
+def cases(size: str, batch: int, src_len: int, out_len: int, vocab: int, uncached: bool) -> dict[str, Callable]:
+    torch.manual_seed(0)
+    src = torch.randint(3, vocab, (batch, src_len))
+    model = ours(size, vocab)
+    runs = {
+        "ours greedy": lambda: greedy_decode(model, src, BOS, -1, out_len),
+        "ours beam5": lambda: beam_search(model, src, 5, BOS, -1, out_len),
+    }
+    if uncached:
+        runs["ours greedy (no cache)"] = lambda: greedy_decode(model, src, BOS, -1, out_len, use_cache=False)
+        runs["ours beam5 (no cache)"] = lambda: beam_search(model, src, 5, BOS, -1, out_len, use_cache=False)
+    hf = marian(size, vocab)
+    if hf is not None:
+        runs["HF greedy"] = hf_generate(hf, src, 1, out_len)
+        runs["HF beam5"] = hf_generate(hf, src, 5, out_len)
+    return runs
+
+
+def measure(runs: dict[str, Callable], rounds: int) -> dict[str, float]:
+    """Median seconds per call, calls interleaved round by round after one warm-up each."""
+    for run in runs.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", choices=SIZES, default="small")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--src-len", type=int, default=32)
+    parser.add_argument("--out-len", type=int, default=48)
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
+    parser.add_argument("--no-uncached", action="store_true", help="skip the slow uncached runs")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    runs = cases(args.size, args.batch, args.src_len, args.out_len, args.vocab, not args.no_uncached)
+    seconds = measure(runs, args.rounds)
+    print(
+        f"{args.size}: batch {args.batch}, source {args.src_len}, output {args.out_len} tokens, "
+        f"{torch.get_num_threads()} threads, median of {args.rounds}"
+    )
+    print(f"{'':24} {'sent/s':>8} {'s/batch':>8}")
+    for name, sec in seconds.items():
+        print(f"{name:24} {args.batch / sec:8.1f} {sec:8.3f}")
+    result = {
+        "size": args.size,
+        "batch": args.batch,
+        "out_len": args.out_len,
+        **{name.replace(" ", "_"): round(args.batch / sec, 2) for name, sec in seconds.items()},
+    }
+    if "HF greedy" in seconds:
+        result["greedy_ratio"] = round(seconds["HF greedy"] / seconds["ours greedy"], 3)
+        result["beam_ratio"] = round(seconds["HF beam5"] / seconds["ours beam5"], 3)
+        print(f"ours / HF: greedy {result['greedy_ratio']:.2f}x, beam5 {result['beam_ratio']:.2f}x")
+    if "ours greedy (no cache)" in seconds:
+        result["kv_speedup"] = round(seconds["ours greedy (no cache)"] / seconds["ours greedy"], 3)
+        result["kv_speedup_beam"] = round(seconds["ours beam5 (no cache)"] / seconds["ours beam5"], 3)
+        print(f"KV cache speed-up: greedy {result['kv_speedup']:.2f}x, beam5 {result['kv_speedup_beam']:.2f}x")
+    if args.json:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
