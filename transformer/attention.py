@@ -50,7 +50,10 @@ class MultiHeadAttention(nn.Module):
         self.n_heads = n_heads
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model)
-        self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        # A key bias only adds q·b to every score of a query, which softmax cancels:
+        # it would get a zero gradient, so keys have none and values their own bias.
+        self.kv_proj = nn.Linear(d_model, 2 * d_model, bias=False)
+        self.v_bias = nn.Parameter(torch.zeros(d_model))
         self.out_proj = nn.Linear(d_model, d_model)
 
     def split_heads(self, x: Tensor) -> Tensor:
@@ -60,7 +63,7 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of `x` (B, S, D), each (B, H, S, Dh)."""
         k, v = self.kv_proj(x).chunk(2, dim=-1)
-        return self.split_heads(k), self.split_heads(v)
+        return self.split_heads(k), self.split_heads(v + self.v_bias)
 
     def forward(
         self,

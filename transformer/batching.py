@@ -3,6 +3,7 @@
 import logging
 from dataclasses import dataclass
 
+import datasets
 import numpy as np
 import torch
 from torch import Tensor
@@ -83,6 +84,23 @@ class TrainBatches:
         self.src_ids, self.tgt_ids = src_ids, tgt_ids
         self.lengths = np.array([[len(s) + 1, len(t) + 1] for s, t in zip(src_ids, tgt_ids)])  # + EOS / BOS
         self.batch_tokens, self.seed = batch_tokens, seed
+
+    @classmethod
+    def from_dataset(cls, ds: datasets.Dataset, max_len: int, batch_tokens: int, seed: int) -> "TrainBatches":
+        """The pairs of a tokenized split; pairs longer than `max_len` tokens (with EOS) are dropped and counted."""
+        src_ids, tgt_ids = ds["src_ids"], ds["tgt_ids"]
+        keep = [i for i in range(len(src_ids)) if max(len(src_ids[i]), len(tgt_ids[i])) + 1 <= max_len]
+        if len(keep) < len(src_ids):
+            log.info(
+                "dropped %d of %d training pairs longer than data.max_len=%d tokens",
+                len(src_ids) - len(keep),
+                len(src_ids),
+                max_len,
+            )
+        return cls([src_ids[i] for i in keep], [tgt_ids[i] for i in keep], batch_tokens, seed)
+
+    def __len__(self) -> int:
+        return len(self.src_ids)
 
     def epoch(self, epoch: int) -> list[np.ndarray]:
         """Batch index arrays for `epoch`, deterministic given the seed."""

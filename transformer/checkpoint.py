@@ -18,6 +18,8 @@ from safetensors.torch import load_file, save_file
 from transformer.config import ModelConfig
 from transformer.errors import UserError
 from transformer.model import Transformer
+from transformer.state import PREFIX as STATE_PREFIX
+from transformer.state import pack, unpack
 from transformer.tokenizer import PAD_ID, Tokenizer
 
 FORMAT = "transformer-nmt/1"
@@ -52,6 +54,7 @@ class Checkpoint:
     config: DictConfig  # the resolved training config
     meta: dict[str, str]  # step, val_bleu, ...
     path: Path
+    state: dict | None = None  # training state, in resumable checkpoints
 
 
 def _bytes_tensor(data: bytes) -> torch.Tensor:
@@ -68,12 +71,20 @@ def _unique_state(model: Transformer) -> dict[str, torch.Tensor]:
     return state
 
 
-def save_checkpoint(path: Path, model: Transformer, tokenizer: Tokenizer, config: DictConfig, **meta) -> None:
-    """Write the checkpoint atomically (temporary file, then rename)."""
+def save_checkpoint(
+    path: Path, model: Transformer, tokenizer: Tokenizer, config: DictConfig, state: dict | None = None, **meta
+) -> None:
+    """Write the checkpoint atomically (temporary file, then rename).
+
+    `state` (optimizer, scheduler, RNGs, progress) makes it resumable; see `transformer.state`.
+    """
     tensors = {f"model.{name}": t.detach().contiguous().cpu() for name, t in _unique_state(model).items()}
     tensors["tokenizer.src"] = _bytes_tensor(tokenizer.src_model)
     tensors["tokenizer.tgt"] = _bytes_tensor(tokenizer.tgt_model)
     metadata = {"format": FORMAT, "config": OmegaConf.to_yaml(config), **{k: str(v) for k, v in meta.items()}}
+    if state is not None:
+        state_tensors, metadata["state"] = pack(state)
+        tensors.update(state_tensors)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     save_file(tensors, str(tmp), metadata=metadata)
@@ -111,11 +122,34 @@ def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint
     tokenizer = Tokenizer(
         tensors.pop("tokenizer.src").numpy().tobytes(), tensors.pop("tokenizer.tgt").numpy().tobytes()
     )
+    state_tensors = {name: tensors.pop(name) for name in [n for n in tensors if n.startswith(STATE_PREFIX)]}
+    state = unpack(state_tensors, metadata.pop("state")) if "state" in metadata else None
     config = OmegaConf.create(metadata.pop("config"))
-    model = build_model(ModelConfig(**config.model), tokenizer)
-    state = {name.removeprefix("model."): t for name, t in tensors.items()}
+    try:
+        model = build_model(ModelConfig(**config.model), tokenizer)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"{file}: its model config cannot be built by this version ({err})") from err
+    weights = {name.removeprefix("model."): t for name, t in tensors.items()}
     expected = _unique_state(model)
-    if state.keys() != expected.keys() or any(state[k].shape != expected[k].shape for k in state):
+    if weights.keys() != expected.keys() or any(weights[k].shape != expected[k].shape for k in weights):
         raise UserError(f"{file}: its weights do not match its model config; the file is damaged or was edited")
-    model.load_state_dict(state, strict=False)
-    return Checkpoint(model.to(device).eval(), tokenizer, config, metadata, file)
+    model.load_state_dict(weights, strict=False)
+    return Checkpoint(model.to(device).eval(), tokenizer, config, metadata, file, state)
+
+
+def step_path(directory: Path, step: int) -> Path:
+    return directory / f"step_{step:07d}.safetensors"
+
+
+def prune_steps(directory: Path, history: list[list], keep_last: int, keep_best: int) -> list[list]:
+    """Delete step checkpoints that are neither among the `keep_last` newest nor the `keep_best` best.
+
+    `history` lists [step, val_bleu] of the step checkpoints on disk; returns the kept ones.
+    """
+    newest = sorted(history, key=lambda h: h[0])[-keep_last:] if keep_last > 0 else []
+    best = sorted(history, key=lambda h: (-h[1], -h[0]))[:keep_best] if keep_best > 0 else []
+    kept = {h[0] for h in newest + best}
+    for step, _ in history:
+        if step not in kept:
+            step_path(directory, step).unlink(missing_ok=True)
+    return [h for h in history if h[0] in kept]

@@ -88,14 +88,21 @@ class TrainerConfig:
     """How long to train, how to batch, how often to validate and save."""
 
     seed: int = 1234
-    batch_tokens: int = 4096  # max tokens (padded, per side) in one batch
-    max_steps: int = 100_000
+    batch_tokens: int = 4096  # max tokens (padded, per side) in one batch, per process
+    accumulate: int = 1  # batches per optimizer step (per process)
+    max_steps: int = 100_000  # optimizer steps
     max_epochs: int = 1000
     max_minutes: float = 0.0  # wall-clock limit for the training loop; 0 = none
     val_every: int = 500  # steps between validations (also at the end)
     val_max_sentences: int = 0  # validate BLEU on the first N val sentences; 0 = all
     log_every: int = 50  # steps between TensorBoard train scalars
-    precision: str = "fp32"  # fp32 | bf16 (autocast)
+    keep_last: int = 3  # step checkpoints kept, newest first
+    keep_best: int = 3  # step checkpoints kept, best val BLEU first
+    patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
+    max_nonfinite: int = 20  # stop after this many consecutive steps with a non-finite gradient
+    resume: str = ""  # "true": continue this run directory's last checkpoint; or a run dir / checkpoint path
+    precision: str = "fp32"  # fp32 | bf16 (autocast) | fp16 (autocast + gradient scaler)
+    compile: bool = False  # torch.compile the model for training
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default
     progress: bool = True  # show a progress bar

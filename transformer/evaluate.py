@@ -12,7 +12,7 @@ from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH, user_errors
 from transformer.corpus import ParallelFiles, fetch, read_parallel
 from transformer.errors import UserError
-from transformer.trainer import pick_device
+from transformer.runtime import pick_device
 from transformer.translator import Translator
 
 log = logging.getLogger(__name__)

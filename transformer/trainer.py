@@ -1,142 +1,188 @@
-"""The training loop: batches by tokens, label-smoothed loss, Adam with inverse-sqrt
-warmup, periodic validation (loss, perplexity, sacreBLEU), TensorBoard, checkpoints."""
+"""The training loop: token-count batches, label-smoothed loss, Adam with inverse-sqrt
+warmup, gradient accumulation, data parallelism under torchrun, periodic validation
+(loss, perplexity, sacreBLEU), TensorBoard, complete resumable checkpoints."""
 
 import contextlib
 import logging
 import math
-import random
+import signal
 import time
 from pathlib import Path
 
 import numpy as np
 import sacrebleu
 import torch
-import torch.nn.functional as F
+from omegaconf import DictConfig
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from transformer import distributed
 from transformer.batching import Batch, TrainBatches, collate, padding_fraction, token_batches
-from transformer.checkpoint import build_model, save_checkpoint
-from transformer.config import OptimConfig, TrainConfig
+from transformer.checkpoint import (
+    build_model,
+    load_checkpoint,
+    prune_steps,
+    resolve_checkpoint,
+    save_checkpoint,
+    step_path,
+)
 from transformer.data import PreparedData, prepare
-from transformer.model import Transformer
-from transformer.tokenizer import PAD_ID
+from transformer.errors import UserError
+from transformer.optim import loss_sum, make_optimizer
+from transformer.runtime import autocast, pick_device, seed_everything
+from transformer.state import load_optimizer_state, optimizer_state, rng_state, set_rng_state
 from transformer.translator import Translator
 
 log = logging.getLogger(__name__)
 
 
-def pick_device(name: str) -> torch.device:
-    """`auto` means CUDA when available, else CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def inverse_sqrt(step: int, warmup: int) -> float:
-    """Learning-rate multiplier: linear warmup to 1 at `warmup`, then (warmup/step)^0.5."""
-    step = max(step, 1)
-    return min(step / warmup, math.sqrt(warmup / step)) if warmup > 0 else 1.0 / math.sqrt(step)
-
-
-def make_optimizer(
-    model: Transformer, cfg: OptimConfig
-) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    optimizer = torch.optim.Adam(
-        model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, foreach=True
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: inverse_sqrt(step, cfg.warmup_steps))
-    return optimizer, scheduler
-
-
-def autocast(device: torch.device, precision: str):
-    """The mixed-precision context for `precision` (fp32 = none)."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    raise ValueError(f"trainer.precision={precision!r}; choose fp32 or bf16")
-
-
-def loss_sum(model: Transformer, batch: Batch, label_smoothing: float) -> torch.Tensor:
-    """Summed label-smoothed cross-entropy over the batch's non-pad target tokens."""
-    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(),
-        batch.tgt_out.flatten(),
-        ignore_index=PAD_ID,
-        label_smoothing=label_smoothing,
-        reduction="sum",
-    )
-
-
-def load_train_split(data: PreparedData, split: str, max_len: int, cfg: TrainConfig) -> TrainBatches:
-    """The training pairs as id lists; pairs longer than `max_len` tokens are dropped and counted."""
-    ds = data.split(split)
-    src_ids, tgt_ids = ds["src_ids"], ds["tgt_ids"]
-    keep = [i for i in range(len(src_ids)) if max(len(src_ids[i]), len(tgt_ids[i])) + 1 <= max_len]
-    if len(keep) < len(src_ids):
-        log.info(
-            "dropped %d of %d training pairs longer than data.max_len=%d tokens",
-            len(src_ids) - len(keep),
-            len(src_ids),
-            max_len,
-        )
-    return TrainBatches(
-        [src_ids[i] for i in keep], [tgt_ids[i] for i in keep], cfg.trainer.batch_tokens, cfg.trainer.seed
-    )
-
-
 class Trainer:
-    """Owns the model, optimizer, data and run directory of one training run."""
+    """Owns the model, optimizer, data and run directory of one training run (one process of it)."""
 
-    def __init__(self, cfg: TrainConfig, run_dir: Path):
-        self.cfg, self.run_dir = cfg, run_dir
-        self.device = pick_device(cfg.trainer.device)
-        if cfg.trainer.num_threads > 0:
-            torch.set_num_threads(cfg.trainer.num_threads)
-        seed_everything(cfg.trainer.seed)
-        self.data = prepare(cfg.data)
+    def __init__(self, cfg: DictConfig, run_dir: Path):
+        self.cfg, self.run_dir, self.ckpt_dir = cfg, run_dir, run_dir / "checkpoints"
+        tcfg = cfg.trainer
+        self.device = pick_device(tcfg.device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(distributed.local_rank())
+        self.rank, self.world = distributed.init(self.device)
+        self.main = self.rank == 0
+        if tcfg.num_threads > 0:
+            torch.set_num_threads(tcfg.num_threads)
+        seed_everything(tcfg.seed)
+        self.data = self._prepare(cfg)
         self.tokenizer = self.data.tokenizer
-        self.train_data = load_train_split(self.data, cfg.data.train_split, cfg.data.max_len, cfg)
+        self.train_data = TrainBatches.from_dataset(
+            self.data.split(cfg.data.train_split), cfg.data.max_len, tcfg.batch_tokens, tcfg.seed
+        )
         val = self.data.split(cfg.data.val_split)
-        n_val = cfg.trainer.val_max_sentences or len(val)
+        n_val = tcfg.val_max_sentences or len(val)
         self.val_src, self.val_ref = val["src"][:n_val], val["tgt"][:n_val]
         self.val_ids = (val["src_ids"], val["tgt_ids"])
         self.model = build_model(cfg.model, self.tokenizer).to(self.device)
-        self.optimizer, self.scheduler = make_optimizer(self.model, cfg.optim)
+        self.optimizer, self.scheduler = make_optimizer(self.model, cfg.optim, self.device)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=tcfg.precision == "fp16")
         self.translator = Translator(self.model, self.tokenizer, cfg.decoding)
-        self.writer = SummaryWriter(str(run_dir / "tensorboard"))
-        self.step, self.epoch, self.best_bleu = 0, 0, -1.0
+        self.step, self.epoch, self.position = 0, 0, 0  # position: global batches consumed in this epoch
+        self.best_bleu, self.bad_validations, self.nonfinite, self.history = -1.0, 0, 0, []
+        self.stop_requested = False
+        if tcfg.resume:
+            self._resume(tcfg.resume)
+        self.train_model = self.model
+        if self.world > 1:
+            self.train_model = DistributedDataParallel(self.model)
+        if tcfg.compile:
+            self.train_model = torch.compile(self.train_model)
+        self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=self.step or None) if self.main else None
         n_params = sum(p.numel() for p in self.model.parameters())
         log.info(
-            "model: %.1fM parameters; %d training pairs; device %s, %s",
+            "model: %.1fM parameters; %d training pairs; %s on %d process(es), %s",
             n_params / 1e6,
-            len(self.train_data.src_ids),
+            len(self.train_data),
             self.device,
-            cfg.trainer.precision,
+            self.world,
+            tcfg.precision,
         )
 
-    def train_step(self, batch: Batch) -> float:
-        """One optimizer step on `batch`; returns the loss per target token."""
-        self.model.train()
-        batch = batch.to(self.device)
-        with autocast(self.device, self.cfg.trainer.precision):
-            loss = loss_sum(self.model, batch, self.cfg.optim.label_smoothing) / batch.n_tokens
+    def _prepare(self, cfg: DictConfig) -> PreparedData:
+        """Rank 0 prepares the data; the others wait for it, then reuse the same directory."""
+        data = prepare(cfg.data) if self.main else None
+        if self.world > 1:
+            torch.distributed.barrier()
+        return data or prepare(cfg.data)
+
+    # ----- checkpoints -------------------------------------------------------------------------
+
+    def training_state(self) -> dict:
+        return {
+            "optimizer": optimizer_state(self.optimizer),
+            "scheduler": {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
+            "scaler": self.scaler.state_dict(),
+            "progress": {
+                "step": self.step,
+                "epoch": self.epoch,
+                "position": self.position,
+                "best_bleu": self.best_bleu,
+                "bad_validations": self.bad_validations,
+                "history": self.history,
+            },
+            "rng": rng_state(),
+        }
+
+    def save(self, path: Path, bleu: float | None, resumable: bool = False) -> None:
+        save_checkpoint(
+            path,
+            self.model,
+            self.tokenizer,
+            self.cfg,
+            self.training_state() if resumable else None,
+            step=self.step,
+            epoch=self.epoch,
+            val_bleu="" if bleu is None else f"{bleu:.2f}",
+        )
+
+    def _resume(self, resume: str) -> None:
+        source = self.run_dir if resume.lower() == "true" else Path(resume)
+        file = source / "checkpoints" / "last.safetensors" if source.is_dir() else resolve_checkpoint(str(source))
+        if not file.exists():
+            raise UserError(f"nothing to resume: {file} does not exist (train without trainer.resume first)")
+        ckpt = load_checkpoint(str(file), self.device)
+        if ckpt.state is None:
+            raise UserError(f"{file} holds weights only; resume from a run's checkpoints/last.safetensors")
+        self.model.load_state_dict(ckpt.model.state_dict())
+        state = ckpt.state
+        load_optimizer_state(self.optimizer, state["optimizer"])
+        self.scheduler.load_state_dict({**state["scheduler"], "lr_lambdas": [None]})
+        self.scaler.load_state_dict(state["scaler"])
+        progress = state["progress"]
+        self.step, self.epoch, self.position = progress["step"], progress["epoch"], progress["position"]
+        self.best_bleu, self.bad_validations = progress["best_bleu"], progress["bad_validations"]
+        self.history = progress["history"]
+        set_rng_state(state["rng"])
+        log.info("resumed from %s at step %d (epoch %d, batch %d)", file, self.step, self.epoch, self.position)
+
+    # ----- training ----------------------------------------------------------------------------
+
+    def train_step(self, batches: list[Batch]) -> float:
+        """One optimizer step over this process' micro-batches; returns the loss per target token."""
+        self.train_model.train()
+        local_tokens = sum(b.n_tokens for b in batches)
+        total_tokens = distributed.all_sum(local_tokens, self.device)  # over micro-batches and processes
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.cfg.optim.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.clip_norm)
-        self.optimizer.step()
+        loss_total = 0.0
+        for i, batch in enumerate(batches):
+            batch = batch.to(self.device)
+            sync = i == len(batches) - 1 or self.world == 1
+            context = contextlib.nullcontext() if sync else self.train_model.no_sync()
+            with context, autocast(self.device, self.cfg.trainer.precision):
+                loss = loss_sum(self.train_model, batch, self.cfg.optim.label_smoothing)
+            # DDP averages gradients over processes; scaling by world size makes that a sum over all tokens.
+            self.scaler.scale(loss * self.world / total_tokens).backward()
+            loss_total += loss.item()
+        self.scaler.unscale_(self.optimizer)
+        clip = self.cfg.optim.clip_norm if self.cfg.optim.clip_norm > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        if not torch.isfinite(norm) and not self.scaler.is_enabled():
+            self.nonfinite += 1
+            log.warning(
+                "step %d: non-finite gradient (norm %s); step skipped (%d in a row)",
+                self.step + 1,
+                norm.item(),
+                self.nonfinite,
+            )
+            if self.nonfinite >= self.cfg.trainer.max_nonfinite:
+                raise UserError(
+                    f"{self.nonfinite} consecutive steps had non-finite gradients; lower optim.lr, "
+                    "raise optim.warmup_steps or use trainer.precision=fp32"
+                )
+            return loss_total / local_tokens
+        self.nonfinite = 0
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         self.scheduler.step()
         self.step += 1
-        return loss.item()
+        return loss_total / local_tokens
 
     @torch.no_grad()
     def validation_loss(self) -> float:
@@ -152,20 +198,23 @@ class Trainer:
             tokens += batch.n_tokens
         return total / tokens
 
-    def validate(self) -> float:
-        """Val loss, perplexity and BLEU to the log and TensorBoard; saves last/best checkpoints."""
+    def validate(self) -> None:
+        """Val loss, perplexity and BLEU to the log and TensorBoard; saves and prunes checkpoints."""
         start = time.time()
         loss = self.validation_loss()
         hyps = self.translator.translate(self.val_src, progress=self.cfg.trainer.progress)
         bleu = sacrebleu.corpus_bleu(hyps, [self.val_ref]).score
-        self.writer.add_scalar("val/loss", loss, self.step)
-        self.writer.add_scalar("val/ppl", math.exp(min(loss, 50)), self.step)
-        self.writer.add_scalar("val/bleu", bleu, self.step)
+        for name, value in (("loss", loss), ("ppl", math.exp(min(loss, 50))), ("bleu", bleu)):
+            self.writer.add_scalar(f"val/{name}", value, self.step)
         is_best = bleu > self.best_bleu
         self.best_bleu = max(bleu, self.best_bleu)
-        self.save("last", bleu)
+        self.bad_validations = 0 if is_best else self.bad_validations + 1
+        self.save(step_path(self.ckpt_dir, self.step), bleu)
+        self.history = prune_steps(
+            self.ckpt_dir, [*self.history, [self.step, bleu]], self.cfg.trainer.keep_last, self.cfg.trainer.keep_best
+        )
         if is_best:
-            self.save("best", bleu)
+            self.save(self.ckpt_dir / "best.safetensors", bleu)
         log.info(
             "step %d | epoch %d | val loss %.3f | ppl %.2f | BLEU %.2f%s | %.0fs",
             self.step,
@@ -176,67 +225,76 @@ class Trainer:
             " (best)" if is_best else "",
             time.time() - start,
         )
-        return bleu
+        if self.cfg.trainer.patience and self.bad_validations >= self.cfg.trainer.patience:
+            log.info("no better val BLEU for %d validations: stopping early", self.bad_validations)
+            self.stop_requested = True
 
-    def save(self, name: str, bleu: float) -> None:
-        save_checkpoint(
-            self.run_dir / "checkpoints" / f"{name}.safetensors",
-            self.model,
-            self.tokenizer,
-            self.cfg,
-            step=self.step,
-            epoch=self.epoch,
-            val_bleu=f"{bleu:.2f}",
-        )
+    def _request_stop(self, signum, frame) -> None:
+        log.warning("received %s: saving a resumable checkpoint and stopping", signal.Signals(signum).name)
+        self.stop_requested = True
 
-    def out_of_time(self, start: float) -> bool:
+    def _should_stop(self, start: float) -> bool:
         limits = self.cfg.trainer
         minutes = (time.time() - start) / 60
-        return self.step >= limits.max_steps or (limits.max_minutes > 0 and minutes >= limits.max_minutes)
+        local = self.stop_requested or (limits.max_minutes > 0 and minutes >= limits.max_minutes)
+        return distributed.any_true(local, self.device) or self.step >= limits.max_steps
 
     def fit(self) -> None:
-        """Train until max_steps, max_epochs or max_minutes, validating every `val_every` steps."""
+        """Train until max_steps, max_epochs, max_minutes, early stopping or a signal; validate every `val_every`."""
         limits = self.cfg.trainer
-        start = time.time()
+        handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        start, per_step = time.time(), self.world * limits.accumulate
         bar = tqdm(
-            total=limits.max_steps, desc="training", unit="step", disable=not limits.progress, dynamic_ncols=True
+            total=limits.max_steps,
+            initial=self.step,
+            desc="training",
+            unit="step",
+            dynamic_ncols=True,
+            disable=not (limits.progress and self.main),
         )
-        tokens, tick = 0, time.time()
-        while self.epoch < limits.max_epochs and not self.out_of_time(start):
+        tokens, tick, last_validated, stopped = 0.0, time.time(), self.step, self._should_stop(start)
+        while self.epoch < limits.max_epochs and not stopped:
             batches = self.train_data.epoch(self.epoch)
-            if self.epoch == 0:
+            if self.position == 0 and self.main:
                 log.info(
-                    "%d batches per epoch; padding %.1f%%",
+                    "epoch %d: %d batches; padding %.1f%%",
+                    self.epoch,
                     len(batches),
                     100 * padding_fraction(self.train_data.lengths, batches),
                 )
-            for indices in batches:
-                batch = self.train_data.collate(indices)
-                loss = self.train_step(batch)
-                tokens += batch.n_tokens
+            while self.position + per_step <= len(batches) and not stopped:
+                mine = batches[self.position + self.rank * limits.accumulate :][: limits.accumulate]
+                micro = [self.train_data.collate(idx) for idx in mine]
+                loss = self.train_step(micro)
+                self.position += per_step
+                tokens += distributed.all_sum(sum(b.n_tokens for b in micro), self.device)
                 bar.update()
-                if self.step % limits.log_every == 0:
-                    rate = tokens / (time.time() - tick)
-                    lr = self.scheduler.get_last_lr()[0]
+                if self.main and self.step % limits.log_every == 0:
+                    rate, lr = tokens / (time.time() - tick), self.scheduler.get_last_lr()[0]
                     bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}")
-                    self.writer.add_scalar("train/loss", loss, self.step)
-                    self.writer.add_scalar("train/lr", lr, self.step)
-                    self.writer.add_scalar("train/tokens_per_s", rate, self.step)
-                    tokens, tick = 0, time.time()
-                if self.step % limits.val_every == 0:
+                    for name, value in (("loss", loss), ("lr", lr), ("tokens_per_s", rate)):
+                        self.writer.add_scalar(f"train/{name}", value, self.step)
+                    tokens, tick = 0.0, time.time()
+                if self.main and self.step % limits.val_every == 0 and self.step != last_validated:
                     self.validate()
-                if self.out_of_time(start):
-                    break
-            else:
-                self.epoch += 1
+                    self.save(self.ckpt_dir / "last.safetensors", self.best_bleu, resumable=True)
+                    last_validated = self.step
+                stopped = self._should_stop(start)
+            if not stopped:
+                self.epoch, self.position = self.epoch + 1, 0
         bar.close()
-        if self.step % limits.val_every != 0:
-            self.validate()
-        self.writer.close()
-        log.info(
-            "finished after %d steps, %d epochs, %.1f minutes; best val BLEU %.2f",
-            self.step,
-            self.epoch,
-            (time.time() - start) / 60,
-            self.best_bleu,
-        )
+        if self.main:
+            if self.step != last_validated:
+                self.validate()
+            self.save(self.ckpt_dir / "last.safetensors", self.best_bleu, resumable=True)
+            self.writer.close()
+            log.info(
+                "stopped after %d steps (epoch %d), %.1f minutes; best val BLEU %.2f",
+                self.step,
+                self.epoch,
+                (time.time() - start) / 60,
+                self.best_bleu,
+            )
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        distributed.shutdown()

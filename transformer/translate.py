@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH, user_errors
 from transformer.corpus import read_lines
-from transformer.trainer import pick_device
+from transformer.runtime import pick_device
 from transformer.translator import Translator
 
 
