@@ -5,6 +5,8 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from transformer.cli import CONFIG_PATH
+from transformer.config import check_config
+from transformer.errors import UserError
 
 
 def make(name, overrides=()):
@@ -40,3 +42,18 @@ def test_unknown_key_and_wrong_type_are_rejected():
         make("train", ["trainer.max_stepz=3"])
     with pytest.raises(ConfigCompositionException):
         make("train", ["trainer.max_steps=many"])
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model.n_heads=3", "not divisible by model.n_heads=3"),
+        ("decoding.beam_size=0", "decoding.beam_size=0 must be at least 1"),
+        ("data.max_len=0", "data.max_len=0 must be at least 1"),
+        ("trainer.precision=fp8", "trainer.precision='fp8' is not one of fp32, bf16, fp16"),
+    ],
+)
+def test_impossible_settings_are_rejected(override, message):
+    check_config(make("train"))  # the defaults are fine
+    with pytest.raises(UserError, match=message):
+        check_config(make("train", [override]))

@@ -18,10 +18,21 @@ BIN = Path(sys.executable).parent
 
 def toy_overrides(corpus, tmp_path) -> list[str]:
     (train_src, train_tgt), (val_src, val_tgt) = corpus["train"], corpus["val"]
-    return ["data=files", f"data.train.src={train_src}", f"data.train.tgt={train_tgt}", f"data.val.src={val_src}",
-            f"data.val.tgt={val_tgt}", f"data.prepared_dir={tmp_path / 'prepared'}", "data.tokenizer.vocab_size=60",
-            "model=tiny", "trainer.batch_tokens=256", "trainer.progress=false", "trainer.val_every=1000",
-            "trainer.log_every=1", "optim.warmup_steps=2"]
+    return [
+        "data=files",
+        f"data.train.src={train_src}",
+        f"data.train.tgt={train_tgt}",
+        f"data.val.src={val_src}",
+        f"data.val.tgt={val_tgt}",
+        f"data.prepared_dir={tmp_path / 'prepared'}",
+        "data.tokenizer.vocab_size=60",
+        "model=tiny",
+        "trainer.batch_tokens=256",
+        "trainer.progress=false",
+        "trainer.val_every=1000",
+        "trainer.log_every=1",
+        "optim.warmup_steps=2",
+    ]
 
 
 def train(overrides: list[str], run_dir: Path) -> None:
@@ -31,8 +42,9 @@ def train(overrides: list[str], run_dir: Path) -> None:
 
 
 def weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in load_file(str(run_dir / "checkpoints" / "last.safetensors")).items()
-            if k.startswith("model.")}
+    return {
+        k: v for k, v in load_file(str(run_dir / "checkpoints" / "last.safetensors")).items() if k.startswith("model.")
+    }
 
 
 def test_resume_continues_exactly(corpus, tmp_path):
@@ -50,8 +62,16 @@ def test_resume_continues_exactly(corpus, tmp_path):
 
 def test_keeps_last_and_best_step_checkpoints(corpus, tmp_path):
     run = tmp_path / "run"
-    train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=8", "trainer.val_every=2", "trainer.keep_last=1",
-           "trainer.keep_best=1"], run)
+    train(
+        [
+            *toy_overrides(corpus, tmp_path),
+            "trainer.max_steps=8",
+            "trainer.val_every=2",
+            "trainer.keep_last=1",
+            "trainer.keep_best=1",
+        ],
+        run,
+    )
     steps = sorted(p.name for p in (run / "checkpoints").glob("step_*.safetensors"))
     assert 1 <= len(steps) <= 2 and "step_0000008.safetensors" in steps
     assert (run / "checkpoints" / "best.safetensors").exists()
@@ -61,8 +81,15 @@ def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
     """2 gloo processes x 1 batch per step == 1 process x 2 accumulated batches (same global batches)."""
     common = [*toy_overrides(corpus, tmp_path), "model.dropout=0", "trainer.max_steps=3"]
     train(["trainer.accumulate=2", *common], tmp_path / "single")  # also prepares the data
-    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node=2", "-m", "transformer.train", *common,
-           f"hydra.run.dir={tmp_path / 'ddp'}"]
+    cmd = [
+        str(BIN / "torchrun"),
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "transformer.train",
+        *common,
+        f"hydra.run.dir={tmp_path / 'ddp'}",
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "on 2 process(es)" in result.stderr
@@ -83,6 +110,22 @@ def weights_at_init(tmp_path: Path) -> torch.Tensor:
 
 @pytest.mark.parametrize("precision", ["bf16"])
 def test_mixed_precision_step_runs(corpus, tmp_path, precision):
-    train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=2", f"trainer.precision={precision}"],
-          tmp_path / precision)
+    train(
+        [*toy_overrides(corpus, tmp_path), "trainer.max_steps=2", f"trainer.precision={precision}"],
+        tmp_path / precision,
+    )
     assert (tmp_path / precision / "checkpoints" / "last.safetensors").exists()
+
+
+def test_average_checkpoints_script(corpus, tmp_path):
+    run = tmp_path / "run"
+    train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=6", "trainer.val_every=2"], run)
+    script = Path(__file__).parent.parent / "scripts" / "average_checkpoints.py"
+    result = subprocess.run([sys.executable, str(script), str(run), "--last", "2"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    files = sorted((run / "checkpoints").glob("step_*.safetensors"))[-2:]
+    a, b = (load_checkpoint(str(f)).model.state_dict() for f in files)
+    averaged = load_checkpoint(str(run / "checkpoints" / "avg_last2.safetensors"))
+    assert averaged.meta["averaged"] == "4,6"
+    name = "decoder.0.ff.fc1.weight"
+    torch.testing.assert_close(averaged.model.state_dict()[name], (a[name] + b[name]) / 2)

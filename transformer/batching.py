@@ -88,7 +88,7 @@ class TrainBatches:
     @classmethod
     def from_dataset(cls, ds: datasets.Dataset, max_len: int, batch_tokens: int, seed: int) -> "TrainBatches":
         """The pairs of a tokenized split; pairs longer than `max_len` tokens (with EOS) are dropped and counted."""
-        src_ids, tgt_ids = ds["src_ids"], ds["tgt_ids"]
+        src_ids, tgt_ids = list(ds["src_ids"]), list(ds["tgt_ids"])  # plain lists: fast indexing
         keep = [i for i in range(len(src_ids)) if max(len(src_ids[i]), len(tgt_ids[i])) + 1 <= max_len]
         if len(keep) < len(src_ids):
             log.info(

@@ -1,7 +1,6 @@
 """What the four console scripts share: the config location and one-line user errors."""
 
 import contextlib
-import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,5 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except UserError as err:
-        logging.getLogger("transformer").error("%s", err)
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

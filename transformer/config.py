@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from transformer.errors import UserError
+
 
 @dataclass
 class SplitFiles:
@@ -169,3 +171,44 @@ def register_configs() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="evaluate_schema", node=EvaluateConfig)
     cs.store(name="translate_schema", node=TranslateConfig)
+
+
+def _choice(problems: list[str], key: str, value, choices: tuple) -> None:
+    if value not in choices:
+        problems.append(f"{key}={value!r} is not one of {', '.join(map(str, choices))}")
+
+
+def _at_least(problems: list[str], key: str, value, low) -> None:
+    if value < low:
+        problems.append(f"{key}={value} must be at least {low}")
+
+
+def check_config(cfg) -> None:
+    """Reject impossible combinations before any work starts (types are Hydra's job)."""
+    problems: list[str] = []
+    if "model" in cfg:
+        m = cfg.model
+        if m.d_model % m.n_heads:
+            problems.append(f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}")
+        for key in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_positions"):
+            _at_least(problems, f"model.{key}", m[key], 1)
+    if "data" in cfg:
+        _at_least(problems, "data.max_len", cfg.data.max_len, 1)
+        _choice(problems, "data.tokenizer.model_type", cfg.data.tokenizer.model_type, ("bpe", "unigram"))
+        _at_least(problems, "data.tokenizer.vocab_size", cfg.data.tokenizer.vocab_size, 8)
+    if "trainer" in cfg:
+        t = cfg.trainer
+        _choice(problems, "trainer.precision", t.precision, ("fp32", "bf16", "fp16"))
+        for key in ("batch_tokens", "accumulate", "max_steps", "val_every", "log_every"):
+            _at_least(problems, f"trainer.{key}", t[key], 1)
+    if "decoding" in cfg:
+        d = cfg.decoding
+        _choice(problems, "decoding.strategy", d.strategy, ("greedy", "beam", "sample"))
+        _choice(problems, "decoding.length_penalty_kind", d.length_penalty_kind, ("power", "gnmt", "none"))
+        _at_least(problems, "decoding.beam_size", d.beam_size, 1)
+        _at_least(problems, "decoding.batch_size", d.batch_size, 1)
+        _at_least(problems, "decoding.max_len_b", d.max_len_b, 1)
+        if not 1 <= d.n_best <= d.beam_size:
+            problems.append(f"decoding.n_best={d.n_best} must be between 1 and decoding.beam_size={d.beam_size}")
+    if problems:
+        raise UserError("invalid settings: " + "; ".join(problems))

@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH, user_errors
+from transformer.config import check_config
 from transformer.corpus import ParallelFiles, fetch, read_parallel
 from transformer.errors import UserError
 from transformer.runtime import pick_device
@@ -38,6 +39,7 @@ def test_files(cfg: DictConfig, data_cfg: DictConfig) -> ParallelFiles:
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="evaluate")
 def main(cfg: DictConfig) -> None:
     with user_errors():
+        check_config(cfg)
         ckpt = load_checkpoint(cfg.checkpoint, pick_device(cfg.device))
         files = test_files(cfg, ckpt.config.data)
         pairs = list(read_parallel(files))

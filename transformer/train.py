@@ -8,6 +8,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from transformer.cli import CONFIG_PATH, user_errors
+from transformer.config import check_config
 from transformer.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -16,6 +17,7 @@ log = logging.getLogger(__name__)
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")
 def main(cfg: DictConfig) -> None:
     with user_errors():
+        check_config(cfg)
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         Trainer(cfg, run_dir).fit()
         log.info("checkpoints in %s/checkpoints (best.safetensors, last.safetensors)", run_dir)

@@ -58,8 +58,8 @@ class Trainer:
         )
         val = self.data.split(cfg.data.val_split)
         n_val = tcfg.val_max_sentences or len(val)
-        self.val_src, self.val_ref = val["src"][:n_val], val["tgt"][:n_val]
-        self.val_ids = (val["src_ids"], val["tgt_ids"])
+        self.val_src, self.val_ref = list(val["src"])[:n_val], list(val["tgt"])[:n_val]
+        self.val_ids = (list(val["src_ids"]), list(val["tgt_ids"]))
         self.model = build_model(cfg.model, self.tokenizer).to(self.device)
         self.optimizer, self.scheduler = make_optimizer(self.model, cfg.optim, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=tcfg.precision == "fp16")

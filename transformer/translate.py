@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH, user_errors
+from transformer.config import check_config
 from transformer.corpus import read_lines
 from transformer.runtime import pick_device
 from transformer.translator import Translator
@@ -33,6 +34,7 @@ def interactive(translator: Translator) -> None:
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="translate")
 def main(cfg: DictConfig) -> None:
     with user_errors():
+        check_config(cfg)
         ckpt = load_checkpoint(cfg.checkpoint, pick_device(cfg.device))
         translator = Translator(ckpt.model, ckpt.tokenizer, cfg.decoding)
         if cfg.sentences:
