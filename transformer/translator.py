@@ -87,16 +87,22 @@ class Translator:
     def translate_nbest(self, sentences: list[str], progress: bool = False) -> list[list[tuple[str, float]]]:
         """(translation, score) lists, best first, in input order; a blank sentence gets [("", 0.0)]."""
         ids = self.tokenizer.encode_src([s.strip() for s in sentences])
-        limit = self.model.max_positions - 1
-        long = sum(len(x) >= limit for x in ids)
-        if long:
-            log.warning("%d sentences exceed the model's %d positions; their ends are cut", long, limit)
+        limit = self.model.max_positions - 1  # room for EOS
+        for i, x in enumerate(ids):
+            if len(x) > limit:
+                log.error(
+                    "sentence %d has %d tokens, more than the model's limit of %d; it is left untranslated "
+                    "(an empty line); split it into shorter sentences",
+                    i + 1,
+                    len(x),
+                    limit,
+                )
         out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
-        todo = [i for i, x in enumerate(ids) if x]
+        todo = [i for i, x in enumerate(ids) if 0 < len(x) <= limit]
         bar = tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False)
         for batch in self._batches([ids[i] for i in todo]):
             rows = [todo[j] for j in batch]
-            src = pad([ids[i][: limit - 1] + [EOS_ID] for i in rows]).to(self.device)
+            src = pad([ids[i] + [EOS_ID] for i in rows]).to(self.device)
             for i, hyps in zip(rows, self._search(src)):
                 texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
                 out[i] = [(text, h.score) for text, h in zip(texts, hyps)]

@@ -1,0 +1,177 @@
+"""Training speed: forward + loss + backward + Adam step, ours against Hugging Face MarianMT.
+
+Same dimensions, same fixed random batch, same label-smoothed loss. Ours runs in
+fp32 and with bf16 autocast; MarianMT the standard way (fp32). Calls are
+interleaved round by round; medians are reported, with the achieved FLOP/s as a
+fraction of this machine's measured matmul peak.
+
+    python scripts/benchmark_training.py --size small
+    python scripts/benchmark_training.py --size small --json   # JSON last line
+
+Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`).
+"""
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from transformer.batching import collate
+from transformer.model import Transformer
+from transformer.optim import loss_sum
+from transformer.runtime import autocast
+
+SIZES = {"small": (256, 4, 3, 1024), "base": (512, 8, 6, 2048)}  # d_model, heads, layers per side, d_ff
+PAD, BOS, EOS = 0, 1, 2
+
+
+def random_batch(sentences: int, length: int, vocab: int):
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(length // 2, length + 1, (sentences,), generator=g).tolist()
+    src = [torch.randint(4, vocab, (n,), generator=g).tolist() for n in lengths]
+    tgt = [torch.randint(4, vocab, (max(1, n - 2),), generator=g).tolist() for n in lengths]
+    return collate(src, tgt)
+
+
+def ours_step(size: str, vocab: int, batch, precision: str) -> Callable[[], None]:
+    d, h, layers, ff = SIZES[size]
+    model = Transformer(vocab, vocab, d, h, layers, layers, ff, dropout=0.1, joint_vocab=True).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=True)
+    device = torch.device("cpu")
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(device, precision):
+            loss = loss_sum(model, batch, 0.1) / batch.n_tokens
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+    return step
+
+
+def marian_step(size: str, vocab: int, batch) -> Callable[[], None] | None:
+    try:
+        from transformers import MarianConfig, MarianMTModel
+    except ImportError:
+        return None
+    d, h, layers, ff = SIZES[size]
+    config = MarianConfig(
+        vocab_size=vocab,
+        d_model=d,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=h,
+        decoder_attention_heads=h,
+        encoder_ffn_dim=ff,
+        decoder_ffn_dim=ff,
+        max_position_embeddings=512,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        decoder_start_token_id=BOS,
+        dropout=0.1,
+    )
+    model = MarianMTModel(config).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
+    mask = batch.src != PAD
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(input_ids=batch.src, attention_mask=mask, decoder_input_ids=batch.tgt_in).logits
+        loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=0.1)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+    return step
+
+
+def step_flops(size: str, vocab: int, batch) -> float:
+    """Matmul FLOPs of one training step (forward + backward = 3x forward), padded positions included."""
+    d, _, layers, ff = SIZES[size]
+    b, s = batch.src.shape
+    t = batch.tgt_in.size(1)
+    enc = layers * (2 * b * s * (4 * d * d + 2 * d * ff) + 4 * b * s * s * d)
+    dec = layers * (
+        2 * b * t * (4 * d * d + 2 * d * ff)
+        + 4 * b * t * t * d  # self-attention block, FFN
+        + 2 * b * t * 2 * d * d
+        + 2 * b * s * 2 * d * d
+        + 4 * b * t * s * d
+    )  # cross-attention
+    out = 2 * b * t * d * vocab
+    return 3.0 * (enc + dec + out)
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 10) -> float:
+    """Measured FLOP/s of a large square matmul in `dtype`."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * n**3 * repeats / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", choices=SIZES, default="small")
+    parser.add_argument("--sentences", type=int, default=128)
+    parser.add_argument("--length", type=int, default=32, help="longest sentence; lengths vary from half of it")
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--precision", default="bf16", help="ours' default precision (what make train uses)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    batch = random_batch(args.sentences, args.length, args.vocab)
+    runs = {"ours fp32": ours_step(args.size, args.vocab, batch, "fp32")}
+    if args.precision != "fp32":
+        runs[f"ours {args.precision}"] = ours_step(args.size, args.vocab, batch, args.precision)
+    peer = marian_step(args.size, args.vocab, batch)
+    if peer is not None:
+        runs["HF MarianMT fp32"] = peer
+    for run in runs.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(args.rounds):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    tokens, flops = batch.n_tokens, step_flops(args.size, args.vocab, batch)
+    peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
+    print(
+        f"{args.size}: {args.sentences} sentences, {tokens} target tokens per step, "
+        f"{torch.get_num_threads()} threads, median of {args.rounds}; matmul peak "
+        f"{peaks['fp32'] / 1e9:.0f} GFLOP/s fp32, {peaks['bf16'] / 1e9:.0f} bf16"
+    )
+    print(f"{'':20} {'tok/s':>8} {'s/step':>8} {'GFLOP/s':>8} {'of peak':>8}")
+    rate = {}
+    for name, t in times.items():
+        sec = statistics.median(t)
+        rate[name] = tokens / sec
+        peak = peaks["bf16" if "bf16" in name else "fp32"]
+        print(f"{name:20} {rate[name]:8.0f} {sec:8.3f} {flops / sec / 1e9:8.1f} {flops / sec / peak:8.1%}")
+    main_name = f"ours {args.precision}"
+    result = {
+        "size": args.size,
+        "precision": args.precision,
+        "ours_tok_s": round(rate[main_name], 1),
+        "ours_fp32_tok_s": round(rate["ours fp32"], 1),
+    }
+    if peer is not None:
+        result["peer_tok_s"] = round(rate["HF MarianMT fp32"], 1)
+        result["train_ratio"] = round(rate[main_name] / rate["HF MarianMT fp32"], 3)
+        result["fp32_ratio"] = round(rate["ours fp32"] / rate["HF MarianMT fp32"], 3)
+        print(f"ours {args.precision} / HF fp32: {result['train_ratio']:.2f}x; both fp32: {result['fp32_ratio']:.2f}x")
+    if args.json:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
