@@ -35,10 +35,13 @@ def toy_overrides(corpus, tmp_path) -> list[str]:
     ]
 
 
-def train(overrides: list[str], run_dir: Path) -> None:
+def make_trainer(overrides: list[str], run_dir: Path) -> Trainer:
     with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
-        cfg = compose(config_name="train", overrides=overrides)
-    Trainer(cfg, run_dir).fit()
+        return Trainer(compose(config_name="train", overrides=overrides), run_dir)
+
+
+def train(overrides: list[str], run_dir: Path) -> None:
+    make_trainer(overrides, run_dir).fit()
 
 
 def weights(run_dir: Path) -> dict[str, torch.Tensor]:
