@@ -78,33 +78,39 @@ def padding_fraction(lengths: np.ndarray, batches: list[np.ndarray]) -> float:
 
 
 class TrainBatches:
-    """The training split in memory as id lists, yielding a fresh batch order per epoch."""
+    """The training split: a memory-mapped Arrow dataset plus a table of lengths.
 
-    def __init__(self, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_tokens: int, seed: int):
-        self.src_ids, self.tgt_ids = src_ids, tgt_ids
-        self.lengths = np.array([[len(s) + 1, len(t) + 1] for s, t in zip(src_ids, tgt_ids)])  # + EOS / BOS
+    Only the lengths live in memory; a batch's rows are read when it is collated,
+    so a process touches just its own share of a corpus larger than memory.
+    """
+
+    def __init__(self, ds: datasets.Dataset, rows: np.ndarray, lengths: np.ndarray, batch_tokens: int, seed: int):
+        self.ds = ds.select_columns(["src_ids", "tgt_ids"])
+        self.rows, self.lengths = rows, lengths  # kept dataset rows (N,), their (N, 2) lengths with EOS/BOS
         self.batch_tokens, self.seed = batch_tokens, seed
 
     @classmethod
     def from_dataset(cls, ds: datasets.Dataset, max_len: int, batch_tokens: int, seed: int) -> "TrainBatches":
-        """The pairs of a tokenized split; pairs longer than `max_len` tokens (with EOS) are dropped and counted."""
-        src_ids, tgt_ids = list(ds["src_ids"]), list(ds["tgt_ids"])  # plain lists: fast indexing
-        keep = [i for i in range(len(src_ids)) if max(len(src_ids[i]), len(tgt_ids[i])) + 1 <= max_len]
-        if len(keep) < len(src_ids):
+        """Pairs longer than `max_len` tokens (with EOS) are dropped and counted."""
+        table = ds.with_format("numpy", columns=["src_len", "tgt_len"])[:]
+        lengths = np.stack([table["src_len"], table["tgt_len"]], axis=1).astype(np.int32) + 1
+        rows = np.flatnonzero(lengths.max(axis=1) <= max_len)
+        if len(rows) < len(lengths):
             log.info(
                 "dropped %d of %d training pairs longer than data.max_len=%d tokens",
-                len(src_ids) - len(keep),
-                len(src_ids),
+                len(lengths) - len(rows),
+                len(lengths),
                 max_len,
             )
-        return cls([src_ids[i] for i in keep], [tgt_ids[i] for i in keep], batch_tokens, seed)
+        return cls(ds, rows, lengths[rows], batch_tokens, seed)
 
     def __len__(self) -> int:
-        return len(self.src_ids)
+        return len(self.rows)
 
     def epoch(self, epoch: int) -> list[np.ndarray]:
-        """Batch index arrays for `epoch`, deterministic given the seed."""
+        """Batches (positions into the kept pairs) for `epoch`, deterministic given the seed."""
         return token_batches(self.lengths, self.batch_tokens, np.random.default_rng([self.seed, epoch]))
 
     def collate(self, indices: np.ndarray) -> Batch:
-        return collate([self.src_ids[i] for i in indices], [self.tgt_ids[i] for i in indices])
+        pairs = self.ds[self.rows[indices].tolist()]
+        return collate(pairs["src_ids"], pairs["tgt_ids"])

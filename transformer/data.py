@@ -22,10 +22,14 @@ from transformer.tokenizer import Tokenizer, train_sentencepiece
 log = logging.getLogger(__name__)
 
 
+LAYOUT = 2  # version of the prepared directory's layout; part of its hash
+
+
 def _settings(cfg: DataConfig) -> dict:
     """The settings that determine the prepared data (not max_len: that is applied when training)."""
     data = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
-    return {key: data[key] for key in ("name", "src_lang", "tgt_lang", "train", "val", "test", "tokenizer")}
+    keys = ("name", "src_lang", "tgt_lang", "train", "val", "test", "tokenizer")
+    return {"layout": LAYOUT, **{key: data[key] for key in keys}}
 
 
 def prepared_path(cfg: DataConfig) -> Path:
@@ -43,7 +47,7 @@ class PreparedData:
         self.meta = json.loads((directory / "meta.json").read_text())
 
     def split(self, name: str) -> datasets.Dataset:
-        """Columns: src, tgt (text) and src_ids, tgt_ids (subword ids without BOS/EOS)."""
+        """Columns: src, tgt (text), src_ids, tgt_ids (subword ids without BOS/EOS), src_len, tgt_len."""
         if name not in self.meta["splits"]:
             raise UserError(f"no split {name!r} in {self.dir}; available: {self.meta['splits']}")
         return datasets.load_from_disk(str(self.dir / name))
@@ -64,7 +68,13 @@ def _pairs(files: ParallelFiles):
 
 def _tokenize(batch: dict, src_model: bytes, tgt_model: bytes) -> dict:
     tokenizer = Tokenizer(src_model, tgt_model)
-    return {"src_ids": tokenizer.encode_src(batch["src"]), "tgt_ids": tokenizer.encode_tgt(batch["tgt"])}
+    src_ids, tgt_ids = tokenizer.encode_src(batch["src"]), tokenizer.encode_tgt(batch["tgt"])
+    return {
+        "src_ids": src_ids,
+        "tgt_ids": tgt_ids,
+        "src_len": list(map(len, src_ids)),
+        "tgt_len": list(map(len, tgt_ids)),
+    }
 
 
 def _train_tokenizer(cfg: DataConfig, train: datasets.Dataset) -> Tokenizer:

@@ -7,6 +7,8 @@ import logging
 import math
 import signal
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -239,6 +241,25 @@ class Trainer:
         local = self.stop_requested or (limits.max_minutes > 0 and minutes >= limits.max_minutes)
         return distributed.any_true(local, self.device) or self.step >= limits.max_steps
 
+    def _steps(self, batches: list[np.ndarray]) -> Iterator[list[Batch]]:
+        """This process' micro-batches for each remaining step of the epoch, collated one step ahead."""
+        accumulate = self.cfg.trainer.accumulate
+        per_step = self.world * accumulate
+
+        def load(position: int) -> list[Batch]:
+            mine = batches[position + self.rank * accumulate :][:accumulate]
+            return [self.train_data.collate(idx) for idx in mine]
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            position = self.position
+            upcoming = pool.submit(load, position)
+            while position + per_step <= len(batches):
+                micro = upcoming.result()
+                position += per_step
+                if position + per_step <= len(batches):
+                    upcoming = pool.submit(load, position)
+                yield micro
+
     def fit(self) -> None:
         """Train until max_steps, max_epochs, max_minutes, early stopping or a signal; validate every `val_every`."""
         limits = self.cfg.trainer
@@ -262,9 +283,7 @@ class Trainer:
                     len(batches),
                     100 * padding_fraction(self.train_data.lengths, batches),
                 )
-            while self.position + per_step <= len(batches) and not stopped:
-                mine = batches[self.position + self.rank * limits.accumulate :][: limits.accumulate]
-                micro = [self.train_data.collate(idx) for idx in mine]
+            for micro in self._steps(batches):
                 loss = self.train_step(micro)
                 self.position += per_step
                 tokens += distributed.all_sum(sum(b.n_tokens for b in micro), self.device)
@@ -280,6 +299,8 @@ class Trainer:
                     self.save(self.ckpt_dir / "last.safetensors", self.best_bleu, resumable=True)
                     last_validated = self.step
                 stopped = self._should_stop(start)
+                if stopped:
+                    break
             if not stopped:
                 self.epoch, self.position = self.epoch + 1, 0
         bar.close()
