@@ -60,6 +60,7 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path):
     tags = events.Tags()["scalars"]
     assert {"train/loss", "train/lr", "train/tokens_per_s", "val/loss", "val/bleu"} <= set(tags)
     assert [e.step for e in events.Scalars("val/bleu")] == [3, 6]
+    assert "attention/val_0" in events.Tags()["images"]
 
     evaluate = run("transformer-evaluate", f"checkpoint={run_dir}", "split=toy_test", "decoding=greedy", cwd=tmp_path)
     assert "BLEU = " in evaluate.stdout and "chrF2 = " in evaluate.stdout and "nrefs:1" in evaluate.stdout
@@ -71,11 +72,13 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path):
         f"checkpoint={run_dir}",
         "decoding=beam",
         "decoding.beam_size=3",
+        f"plot_attention={tmp_path / 'attention'}",
         cwd=tmp_path,
         stdin="un chien rouge\n\nle chat dort dans le parc\n",
     )
     lines = translate.stdout.split("\n")
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # 3 lines, the empty one kept
+    assert sorted(p.name for p in (tmp_path / "attention").iterdir()) == ["0001.png", "0003.png"]
 
     ckpt = load_checkpoint(str(run_dir / "checkpoints" / "last.safetensors"))
     assert ckpt.meta["step"] == "6" and ckpt.config.model.d_model == 64

@@ -98,6 +98,7 @@ class TrainerConfig:
     val_every: int = 500  # steps between validations (also at the end)
     val_max_sentences: int = 0  # validate BLEU on the first N val sentences; 0 = all
     log_every: int = 50  # steps between TensorBoard train scalars
+    attention_images: int = 2  # val sentences whose cross-attention goes to TensorBoard at each validation
     keep_last: int = 3  # step checkpoints kept, newest first
     keep_best: int = 3  # step checkpoints kept, best val BLEU first
     patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
@@ -160,6 +161,8 @@ class TranslateConfig:
     checkpoint: str = MISSING  # run directory or checkpoint file
     input: str | None = None  # file to translate; default: stdin
     sentences: list[str] = field(default_factory=list)  # or sentences given inline
+    plot_attention: str | None = None  # directory for one cross-attention heatmap PNG per sentence
+    plot_layer: int | None = None  # decoder layer to plot (0-based, -1 = last); None = mean of all
     device: str = "auto"
     decoding: DecodingConfig = MISSING
 

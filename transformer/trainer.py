@@ -32,6 +32,7 @@ from transformer.checkpoint import (
 from transformer.data import PreparedData, prepare
 from transformer.errors import UserError
 from transformer.optim import loss_sum, make_optimizer
+from transformer.plotting import attention_figure
 from transformer.runtime import autocast, pick_device, seed_everything
 from transformer.state import load_optimizer_state, optimizer_state, rng_state, set_rng_state
 from transformer.translator import Translator
@@ -208,6 +209,7 @@ class Trainer:
         bleu = sacrebleu.corpus_bleu(hyps, [self.val_ref]).score
         for name, value in (("loss", loss), ("ppl", math.exp(min(loss, 50))), ("bleu", bleu)):
             self.writer.add_scalar(f"val/{name}", value, self.step)
+        self._attention_images()
         is_best = bleu > self.best_bleu
         self.best_bleu = max(bleu, self.best_bleu)
         self.bad_validations = 0 if is_best else self.bad_validations + 1
@@ -230,6 +232,14 @@ class Trainer:
         if self.cfg.trainer.patience and self.bad_validations >= self.cfg.trainer.patience:
             log.info("no better val BLEU for %d validations: stopping early", self.bad_validations)
             self.stop_requested = True
+
+    def _attention_images(self) -> None:
+        """Cross-attention heatmaps of the first few val sentences, to watch alignment emerge."""
+        sentences = self.val_src[: self.cfg.trainer.attention_images]
+        for i, (src_ids, hyps) in enumerate(self.translator.search(sentences)):
+            if hyps:
+                fig = attention_figure(self.model, self.tokenizer, src_ids, hyps[0].tokens)
+                self.writer.add_figure(f"attention/val_{i}", fig, self.step)
 
     def _request_stop(self, signum, frame) -> None:
         log.warning("received %s: saving a resumable checkpoint and stopping", signal.Signals(signum).name)

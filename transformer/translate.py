@@ -5,6 +5,7 @@ empty line stays empty); logs and progress go to stderr. With decoding.n_best > 
 each input line gives n_best lines "LINE<TAB>SCORE<TAB>TRANSLATION".
 """
 
+import logging
 import sys
 from pathlib import Path
 
@@ -15,8 +16,11 @@ from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH, user_errors
 from transformer.config import check_config
 from transformer.corpus import read_lines
+from transformer.plotting import attention_figure, save_figure
 from transformer.runtime import pick_device
 from transformer.translator import Translator
+
+log = logging.getLogger(__name__)
 
 
 def interactive(translator: Translator) -> None:
@@ -29,6 +33,25 @@ def interactive(translator: Translator) -> None:
             print(file=sys.stderr)
             return
         print(translator.translate([line])[0], flush=True)
+
+
+def write_output(translator: Translator, results: list, n_best: int) -> None:
+    """Best translation per input line, or with n_best > 1 "LINE<TAB>SCORE<TAB>TRANSLATION" lines."""
+    for number, (_, hyps) in enumerate(results, start=1):
+        texts = translator.tokenizer.decode_tgt([h.tokens for h in hyps])
+        if n_best == 1:
+            print(texts[0] if texts else "")
+        for text, hyp in zip(texts if n_best > 1 else [], hyps):
+            print(f"{number}\t{hyp.score:.4f}\t{text}")
+
+
+def plot_attention(translator: Translator, results: list, directory: Path, layer: int | None) -> None:
+    """One cross-attention heatmap PNG per translated line: DIR/0001.png, DIR/0002.png, ..."""
+    for number, (src_ids, hyps) in enumerate(results, start=1):
+        if hyps:
+            fig = attention_figure(translator.model, translator.tokenizer, src_ids, hyps[0].tokens, layer)
+            save_figure(fig, directory / f"{number:04d}.png")
+    log.info("attention heatmaps written to %s", directory)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="translate")
@@ -45,13 +68,10 @@ def main(cfg: DictConfig) -> None:
             return interactive(translator)
         else:
             lines = [line.rstrip("\r\n") for line in sys.stdin]
-        if cfg.decoding.n_best > 1:  # n-best lists: "LINE<TAB>SCORE<TAB>TRANSLATION", best first
-            for number, hyps in enumerate(translator.translate_nbest(lines, progress=len(lines) > 100), 1):
-                for text, score in hyps:
-                    print(f"{number}\t{score:.4f}\t{text}")
-            return None
-        for translation in translator.translate(lines, progress=len(lines) > 100):
-            print(translation)
+        results = translator.search(lines, progress=len(lines) > 100)
+        write_output(translator, results, cfg.decoding.n_best)
+        if cfg.plot_attention:
+            plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer)
 
 
 if __name__ == "__main__":

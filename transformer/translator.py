@@ -84,8 +84,11 @@ class Translator:
         for start in range(0, len(order), self.cfg.batch_size):
             yield order[start : start + self.cfg.batch_size]
 
-    def translate_nbest(self, sentences: list[str], progress: bool = False) -> list[list[tuple[str, float]]]:
-        """(translation, score) lists, best first, in input order; a blank sentence gets [("", 0.0)]."""
+    def search(self, sentences: list[str], progress: bool = False) -> list[tuple[list[int], list[Hypothesis]]]:
+        """Each sentence's source ids and hypotheses (best first), in input order.
+
+        A blank sentence, or one longer than the model allows (logged), gets no hypotheses.
+        """
         ids = self.tokenizer.encode_src([s.strip() for s in sentences])
         limit = self.model.max_positions - 1  # room for EOS
         for i, x in enumerate(ids):
@@ -97,18 +100,25 @@ class Translator:
                     len(x),
                     limit,
                 )
-        out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
+        out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
         todo = [i for i, x in enumerate(ids) if 0 < len(x) <= limit]
         bar = tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False)
         for batch in self._batches([ids[i] for i in todo]):
             rows = [todo[j] for j in batch]
             src = pad([ids[i] + [EOS_ID] for i in rows]).to(self.device)
             for i, hyps in zip(rows, self._search(src)):
-                texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
-                out[i] = [(text, h.score) for text, h in zip(texts, hyps)]
+                out[i] = (ids[i], hyps)
             bar.update(len(rows))
         bar.close()
         return out
+
+    def translate_nbest(self, sentences: list[str], progress: bool = False) -> list[list[tuple[str, float]]]:
+        """(translation, score) lists, best first, in input order; an untranslated sentence gets [("", 0.0)]."""
+        results = []
+        for _, hyps in self.search(sentences, progress):
+            texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
+            results.append([(text, h.score) for text, h in zip(texts, hyps)] or [("", 0.0)])
+        return results
 
     def translate(self, sentences: list[str], progress: bool = False) -> list[str]:
         """The best translation of each sentence, in input order; a blank sentence translates to ''."""

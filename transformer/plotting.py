@@ -1,0 +1,75 @@
+"""Cross-attention heatmaps: which source tokens each target token looked at."""
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+from transformer.attention import attention_weights  # noqa: E402
+from transformer.model import Transformer  # noqa: E402
+from transformer.tokenizer import BOS_ID, EOS_ID, Tokenizer  # noqa: E402
+
+
+@torch.inference_mode()
+def cross_attention(model: Transformer, src: Tensor, tgt_in: Tensor) -> Tensor:
+    """Teacher-forced cross-attention probabilities (layers, B, H, T, S) for `tgt_in` given `src`."""
+    model.eval()
+    captured: list[Tensor] = []
+
+    def record(module, args, kwargs, output):
+        x, k = args[0], args[1]
+        q = module.split_heads(module.q_proj(x))
+        captured.append(attention_weights(q, k, kwargs.get("mask")))
+
+    hooks = [layer.cross_attn.register_forward_hook(record, with_kwargs=True) for layer in model.decoder]
+    try:
+        model(src, tgt_in)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return torch.stack(captured)
+
+
+def heatmap(weights: Tensor, src_tokens: list[str], tgt_tokens: list[str], title: str = "") -> Figure:
+    """A (T, S) attention matrix as a figure: target tokens down, source tokens across."""
+    height, width = len(tgt_tokens), len(src_tokens)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * width + 1.5), max(3.0, 0.4 * height + 1.2)))
+    image = ax.imshow(weights[:height, :width].float().numpy(), cmap="viridis", vmin=0.0, aspect="auto")
+    ax.set_xticks(range(width), src_tokens, rotation=60, ha="right", fontsize=9)
+    ax.set_yticks(range(height), tgt_tokens, fontsize=9)
+    ax.set_xlabel("source")
+    ax.set_ylabel("translation")
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, fraction=0.04)
+    fig.tight_layout()
+    return fig
+
+
+def save_figure(fig: Figure, path: Path) -> None:
+    """Write a PNG atomically and release the figure."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def attention_figure(
+    model: Transformer, tokenizer: Tokenizer, src_ids: list[int], tgt_ids: list[int], layer: int | None = None
+) -> Figure:
+    """Heatmap of a translation's cross-attention, averaged over heads, for one decoder layer or all (None)."""
+    device = next(model.parameters()).device
+    src = torch.tensor([src_ids + [EOS_ID]], device=device)
+    tgt_in = torch.tensor([[BOS_ID] + tgt_ids], device=device)
+    weights = cross_attention(model, src, tgt_in)[:, 0].mean(dim=1)  # (layers, T, S): mean over heads
+    matrix = weights.mean(dim=0) if layer is None else weights[layer]
+    src_tokens = [tokenizer.src.id_to_piece(i) for i in src_ids] + ["</s>"]
+    tgt_tokens = [tokenizer.tgt.id_to_piece(i) for i in tgt_ids] + ["</s>"]
+    title = "all layers" if layer is None else f"decoder layer {layer % len(model.decoder) + 1}"
+    return heatmap(matrix.cpu(), src_tokens, tgt_tokens, f"cross-attention, {title}, mean over heads")
