@@ -69,6 +69,7 @@ class Trainer:
         self.translator = Translator(self.model, self.tokenizer, cfg.decoding)
         self.step, self.epoch, self.position = 0, 0, 0  # position: global batches consumed in this epoch
         self.best_bleu, self.bad_validations, self.nonfinite, self.history = -1.0, 0, 0, []
+        self.seconds_before, self.started = 0.0, time.time()  # training time of earlier sessions, this start
         self.stop_requested = False
         if tcfg.resume:
             self._resume(tcfg.resume)
@@ -109,6 +110,7 @@ class Trainer:
                 "best_bleu": self.best_bleu,
                 "bad_validations": self.bad_validations,
                 "history": self.history,
+                "train_seconds": self.train_seconds(),
             },
             "rng": rng_state(),
         }
@@ -123,6 +125,7 @@ class Trainer:
             step=self.step,
             epoch=self.epoch,
             val_bleu="" if bleu is None else f"{bleu:.2f}",
+            train_minutes=f"{self.train_seconds() / 60:.1f}",
         )
 
     def _resume(self, resume: str) -> None:
@@ -142,6 +145,7 @@ class Trainer:
         self.step, self.epoch, self.position = progress["step"], progress["epoch"], progress["position"]
         self.best_bleu, self.bad_validations = progress["best_bleu"], progress["bad_validations"]
         self.history = progress["history"]
+        self.seconds_before = progress["train_seconds"]
         set_rng_state(state["rng"])
         log.info("resumed from %s at step %d (epoch %d, batch %d)", file, self.step, self.epoch, self.position)
 
@@ -251,6 +255,10 @@ class Trainer:
         local = self.stop_requested or (limits.max_minutes > 0 and minutes >= limits.max_minutes)
         return distributed.any_true(local, self.device) or self.step >= limits.max_steps
 
+    def train_seconds(self) -> float:
+        """Wall-clock seconds spent training this run, over all its sessions."""
+        return self.seconds_before + time.time() - self.started
+
     def _steps(self, batches: list[np.ndarray]) -> Iterator[list[Batch]]:
         """This process' micro-batches for each remaining step of the epoch, collated one step ahead."""
         accumulate = self.cfg.trainer.accumulate
@@ -275,6 +283,7 @@ class Trainer:
         limits = self.cfg.trainer
         handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         start, per_step = time.time(), self.world * limits.accumulate
+        self.started = start
         bar = tqdm(
             total=limits.max_steps,
             initial=self.step,

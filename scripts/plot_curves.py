@@ -1,0 +1,55 @@
+"""Training curves from a run's TensorBoard events to a PNG: train loss, val loss and val BLEU.
+
+    python scripts/plot_curves.py RUN_DIR [RUN_DIR ...] --output docs/curves.png [--x minutes]
+
+Several runs are drawn on the same axes, labelled by directory name.
+"""
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+
+PANELS = [("train/loss", "train loss (label-smoothed)"), ("val/loss", "val loss"), ("val/bleu", "val BLEU")]
+
+
+def read_scalars(run_dir: Path) -> dict[str, list]:
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: events.Scalars(tag) for tag in events.Tags()["scalars"]}
+
+
+def plot(runs: list[Path], output: Path, x_axis: str) -> None:
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 3.6))
+    for run in runs:
+        scalars = read_scalars(run)
+        start = min((s[0].wall_time for s in scalars.values() if s), default=0.0)
+        for ax, (tag, title) in zip(axes, PANELS):
+            points = scalars.get(tag, [])
+            xs = [p.step if x_axis == "step" else (p.wall_time - start) / 60 for p in points]
+            ax.plot(xs, [p.value for p in points], marker="." if tag.startswith("val") else None, label=run.name)
+            ax.set_title(title)
+            ax.set_xlabel("step" if x_axis == "step" else "minutes")
+            ax.grid(alpha=0.3)
+    axes[-1].legend(fontsize=8)
+    fig.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=110)
+    print(f"wrote {output}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", type=Path, nargs="+", help="run directories (with tensorboard/)")
+    parser.add_argument("--output", type=Path, default=Path("curves.png"))
+    parser.add_argument("--x", choices=["step", "minutes"], default="step", dest="x_axis")
+    args = parser.parse_args()
+    plot(args.runs, args.output, args.x_axis)
+
+
+if __name__ == "__main__":
+    main()
