@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: setup test lint train clean
+.PHONY: setup bench-setup test lint train bench results clean
 
 setup: $(VENV)/.installed
 
@@ -26,6 +26,17 @@ lint: setup
 
 train: setup
 	$(BIN)/transformer-train +experiment=multi30k_cpu_fren $(ARGS)
+
+bench-setup: setup
+	$(BIN)/pip install --quiet -e ".[bench]"
+
+bench: bench-setup
+	$(BIN)/python scripts/benchmark_decoding.py --size small
+	$(BIN)/python scripts/benchmark_training.py --size small
+
+# make results RUNS="outputs/make_train"
+results: setup
+	$(BIN)/python scripts/results.py $(RUNS) --output results.md
 
 clean:
 	rm -rf outputs .pytest_cache

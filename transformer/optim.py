@@ -29,7 +29,7 @@ def inverse_sqrt(step: int, warmup: int) -> float:
     return min(step / warmup, math.sqrt(warmup / step)) if warmup > 0 else 1.0 / math.sqrt(step)
 
 
-def make_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device):
+def make_optimizer(model: nn.Module, cfg: OptimConfig):
     """Adam (fused kernel) and its inverse-sqrt schedule, stepped once per optimizer step."""
     optimizer = torch.optim.Adam(
         model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, fused=True

@@ -64,7 +64,7 @@ class Trainer:
         self.val_src, self.val_ref = list(val["src"])[:n_val], list(val["tgt"])[:n_val]
         self.val_ids = (list(val["src_ids"]), list(val["tgt_ids"]))
         self.model = build_model(cfg.model, self.tokenizer).to(self.device)
-        self.optimizer, self.scheduler = make_optimizer(self.model, cfg.optim, self.device)
+        self.optimizer, self.scheduler = make_optimizer(self.model, cfg.optim)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=tcfg.precision == "fp16")
         self.translator = Translator(self.model, self.tokenizer, cfg.decoding)
         self.step, self.epoch, self.position = 0, 0, 0  # position: global batches consumed in this epoch
