@@ -25,10 +25,22 @@ def test_fast_path_equals_reference_with_padding_mask():
 def test_module_causal_path_equals_reference():
     attn = MultiHeadAttention(32, 4).eval()
     x = torch.randn(3, 5, 32)
-    k, v = attn.project_kv(x)
-    q = attn.split_heads(attn.q_proj(x))
+    q, k, v = attn.project_qkv(x)
     expected = attn.out_proj(attention_reference(q, k, v, causal_mask(5)).transpose(1, 2).reshape(3, 5, 32))
-    torch.testing.assert_close(attn(x, k, v, is_causal=True), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(attn(q, k, v, is_causal=True), expected, atol=1e-5, rtol=1e-5)
+    # the fused projection equals the separate query and key/value projections
+    torch.testing.assert_close(q, attn.project_q(x))
+    for fused, separate in zip((k, v), attn.project_kv(x)):
+        torch.testing.assert_close(fused, separate)
+
+
+def test_grouped_queries_share_keys_and_values():
+    attn = MultiHeadAttention(32, 4).eval()
+    q, k, v = torch.randn(6, 4, 1, 8), torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
+    mask = padding_mask(torch.tensor([[3, 4, 5, 0, 0], [3, 4, 5, 6, 7]]), pad_id=0)
+    grouped = attn(q, k, v, mask)  # 3 hypotheses per sentence
+    copied = attn(q, k.repeat_interleave(3, 0), v.repeat_interleave(3, 0), mask.repeat_interleave(3, 0))
+    torch.testing.assert_close(grouped, copied, atol=1e-6, rtol=1e-5)
 
 
 def test_causal_mask_gives_zero_weight_to_future():

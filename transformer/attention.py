@@ -39,47 +39,52 @@ class MultiHeadAttention(nn.Module):
     """Multi-head attention; the same module serves encoder self-attention,
     masked decoder self-attention and encoder-decoder cross-attention.
 
-    Keys and values are projected separately from queries (`project_kv`) so a
-    decoder can project the source once and reuse it at every step.
+    One (3D, D) input projection holds the query, key and value weights: self-attention
+    projects all three in one matmul (`project_qkv`), cross-attention takes queries
+    from the target (`project_q`) and keys/values from the source (`project_kv`),
+    the latter once per sentence. A key bias would only add q·b to every score of a
+    query, which softmax cancels (its gradient is zero), so keys have none.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        self.n_heads = n_heads
-        self.dropout = dropout
-        self.q_proj = nn.Linear(d_model, d_model)
-        # A key bias only adds q·b to every score of a query, which softmax cancels:
-        # it would get a zero gradient, so keys have none and values their own bias.
-        self.kv_proj = nn.Linear(d_model, 2 * d_model, bias=False)
+        self.n_heads, self.d_model, self.dropout = n_heads, d_model, dropout
+        self.in_proj = nn.Parameter(torch.empty(3 * d_model, d_model))  # rows: query, key, value
+        self.q_bias = nn.Parameter(torch.zeros(d_model))
         self.v_bias = nn.Parameter(torch.zeros(d_model))
         self.out_proj = nn.Linear(d_model, d_model)
+        for block in self.in_proj.data.chunk(3):
+            nn.init.xavier_uniform_(block)
 
     def split_heads(self, x: Tensor) -> Tensor:
         b, t, d = x.shape
         return x.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)  # (B, H, T, Dh)
 
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values of `x` (B, T, D), each (B, H, T, Dh), in one matmul."""
+        bias = torch.cat([self.q_bias, torch.zeros_like(self.q_bias), self.v_bias])
+        q, k, v = F.linear(x, self.in_proj, bias).chunk(3, dim=-1)
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+
+    def project_q(self, x: Tensor) -> Tensor:
+        """Queries of `x` (B, T, D) -> (B, H, T, Dh)."""
+        return self.split_heads(F.linear(x, self.in_proj[: self.d_model], self.q_bias))
+
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of `x` (B, S, D), each (B, H, S, Dh)."""
-        k, v = self.kv_proj(x).chunk(2, dim=-1)
-        return self.split_heads(k), self.split_heads(v + self.v_bias)
+        bias = torch.cat([torch.zeros_like(self.v_bias), self.v_bias])
+        k, v = F.linear(x, self.in_proj[self.d_model :], bias).chunk(2, dim=-1)
+        return self.split_heads(k), self.split_heads(v)
 
-    def forward(
-        self,
-        x: Tensor,
-        k: Tensor,
-        v: Tensor,
-        mask: Tensor | None = None,
-        is_causal: bool = False,
-    ) -> Tensor:
-        """Attend from queries `x` (B·G, T, D) to keys/values (B, H, S, Dh) -> (B·G, T, D).
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+        """Attend from queries (B·G, H, T, Dh) to keys/values (B, H, S, Dh) -> output (B·G, T, D).
 
         When the query batch is G times the key batch (G beam hypotheses per
         source sentence), the G query rows of a sentence share its keys and
         values without copying them.
         """
-        q = self.split_heads(self.q_proj(x))  # (B·G, H, T, Dh)
         bg, h, t, dh = q.shape
         groups = bg // k.size(0)
         if groups > 1:  # fold the hypotheses of a sentence into its query axis

@@ -62,7 +62,7 @@ class EncoderLayer(nn.Module):
         self.ff_block = Sublayer(d_model, dropout, pre_norm)
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
-        x = self.attn_block(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), mask=src_mask))
+        x = self.attn_block(x, lambda h: self.self_attn(*self.self_attn.project_qkv(h), mask=src_mask))
         return self.ff_block(x, self.ff)
 
 
@@ -87,14 +87,14 @@ class DecoderLayer(nn.Module):
         """x (N, T, D) attends causally to itself (or to its cached prefix) and to the source."""
 
         def self_attention(h: Tensor) -> Tensor:
-            k, v = self.self_attn.project_kv(h)
+            q, k, v = self.self_attn.project_qkv(h)
             if cache is None:
-                return self.self_attn(h, k, v, is_causal=True)
+                return self.self_attn(q, k, v, is_causal=True)
             k, v = cache.extend(index, k, v)  # the prefix so far; no future exists yet
-            return self.self_attn(h, k, v)
+            return self.self_attn(q, k, v)
 
         x = self.self_block(x, self_attention)
-        x = self.cross_block(x, lambda h: self.cross_attn(h, *cross_kv, mask=src_mask))
+        x = self.cross_block(x, lambda h: self.cross_attn(self.cross_attn.project_q(h), *cross_kv, mask=src_mask))
         return self.ff_block(x, self.ff)
 
 
@@ -139,6 +139,7 @@ class Transformer(nn.Module):
             self.output.weight = self.tgt_embed.weight
 
     def _init_weights(self) -> None:
+        """Xavier-uniform linear layers, N(0, d^-0.5) embeddings (attention initialises its own)."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)

@@ -22,8 +22,7 @@ def cross_attention(model: Transformer, src: Tensor, tgt_in: Tensor) -> Tensor:
     captured: list[Tensor] = []
 
     def record(module, args, kwargs, output):
-        x, k = args[0], args[1]
-        q = module.split_heads(module.q_proj(x))
+        q, k = args[0], args[1]
         captured.append(attention_weights(q, k, kwargs.get("mask")))
 
     hooks = [layer.cross_attn.register_forward_hook(record, with_kwargs=True) for layer in model.decoder]
