@@ -93,3 +93,13 @@ def test_collate_adds_specials_and_pads():
     assert batch.tgt_in.tolist() == [[BOS_ID, 8, PAD_ID, PAD_ID], [BOS_ID, 9, 10, 11]]
     assert batch.tgt_out.tolist() == [[8, EOS_ID, PAD_ID, PAD_ID], [9, 10, 11, EOS_ID]]
     assert batch.n_tokens == 6
+
+
+def test_an_edited_corpus_is_prepared_anew(corpus, tmp_path):
+    cfg = files_config(corpus, tmp_path)
+    first = prepare(cfg)
+    val_src, val_tgt = corpus["val"]
+    val_src.write_text("un chien\n" * 3)
+    val_tgt.write_text("a dog\n" * 3)
+    second = prepare(cfg)
+    assert second.dir != first.dir and len(second.split("val")) == 3

@@ -32,9 +32,12 @@ def _settings(cfg: DataConfig) -> dict:
     return {"layout": LAYOUT, **{key: data[key] for key in keys}}
 
 
-def prepared_path(cfg: DataConfig) -> Path:
-    settings = _settings(cfg)
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+def prepared_path(cfg: DataConfig, files: dict[str, ParallelFiles]) -> Path:
+    """Where `cfg` is prepared: the name hashes the settings and each file's path, size and mtime,
+    so an edited corpus is prepared anew."""
+    stats = {s: [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in (f.src, f.tgt)] for s, f in files.items()}
+    key = json.dumps({"settings": _settings(cfg), "files": stats}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return Path(cfg.prepared_dir) / f"{cfg.name}-{cfg.src_lang}-{cfg.tgt_lang}-{digest}"
 
 
@@ -87,16 +90,16 @@ def _train_tokenizer(cfg: DataConfig, train: datasets.Dataset) -> Tokenizer:
 
 def prepare(cfg: DataConfig) -> PreparedData:
     """Fetch the corpus, train SentencePiece on its training split, tokenize every split."""
-    out = prepared_path(cfg)
+    splits = split_names(cfg)
+    files = fetch(cfg, splits)
+    out = prepared_path(cfg, files)
     if (out / "meta.json").exists():
         log.info("reusing prepared data in %s", out)
         return PreparedData(out)
-    splits = split_names(cfg)
-    files = fetch(cfg, splits)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    cache = str(Path(cfg.prepared_dir) / ".cache")
+    cache = str(tmp / ".cache")  # datasets' working files; the saved splits below are the real cache
     raw = {
         split: datasets.Dataset.from_generator(_pairs, gen_kwargs={"files": files[split]}, cache_dir=cache)
         for split in splits
@@ -130,6 +133,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
         "files": {s: {"src": str(f.src), "tgt": str(f.tgt)} for s, f in files.items()},
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    shutil.rmtree(cache)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     log.info("prepared %s: %s", out, ", ".join(f"{s} {n}" for s, n in counts.items()))
