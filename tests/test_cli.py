@@ -1,5 +1,6 @@
 """End to end through the real console scripts: prepare -> train -> evaluate -> translate."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,21 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path):
     lines = translate.stdout.split("\n")
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # 3 lines, the empty one kept
     assert sorted(p.name for p in (tmp_path / "attention").iterdir()) == ["0001.png", "0003.png"]
+
+    # a terminal on stdin gets the interactive prompt; each typed line is translated at once
+    master, terminal = os.openpty()
+    process = subprocess.Popen(
+        [str(BIN / "transformer-translate"), f"checkpoint={run_dir}", "decoding=greedy"],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    os.write(master, b"un chien\nle chat dort\n\x04")
+    out, err = process.communicate(timeout=120)
+    os.close(master), os.close(terminal)
+    assert process.returncode == 0 and "Ctrl-D quits" in err and len(out.splitlines()) == 2
 
     ckpt = load_checkpoint(str(run_dir / "checkpoints" / "last.safetensors"))
     assert ckpt.meta["step"] == "6" and ckpt.config.model.d_model == 64

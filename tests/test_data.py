@@ -103,3 +103,19 @@ def test_an_edited_corpus_is_prepared_anew(corpus, tmp_path):
     val_tgt.write_text("a dog\n" * 3)
     second = prepare(cfg)
     assert second.dir != first.dir and len(second.split("val")) == 3
+
+
+def test_a_corpus_too_small_for_the_vocabulary_gets_a_smaller_one(corpus, tmp_path, caplog):
+    with caplog.at_level("WARNING"):
+        prepared = prepare(files_config(corpus, tmp_path, vocab_size=8000))
+    assert prepared.tokenizer.src_vocab_size < 8000 and "vocabulary was lowered" in caplog.text
+
+
+def test_a_failed_prepare_leaves_nothing_half_done(corpus, tmp_path):
+    cfg = files_config(corpus, tmp_path)
+    src, _ = corpus["val"]
+    src.write_text("un\ndeux\n")  # now 2 lines against 20
+    with pytest.raises(UserError, match="has 2 lines but"):
+        prepare(cfg)
+    assert list((tmp_path / "prepared").iterdir()) == []
+    assert corpus["train"][0].exists() and src.read_text() == "un\ndeux\n"  # inputs untouched

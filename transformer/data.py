@@ -89,7 +89,11 @@ def _train_tokenizer(cfg: DataConfig, train: datasets.Dataset) -> Tokenizer:
 
 
 def prepare(cfg: DataConfig) -> PreparedData:
-    """Fetch the corpus, train SentencePiece on its training split, tokenize every split."""
+    """Fetch the corpus, train SentencePiece on its training split, tokenize every split.
+
+    Work happens in a temporary directory renamed into place at the end, so a
+    failure (a bad file, Ctrl-C) leaves no half-prepared directory behind.
+    """
     splits = split_names(cfg)
     files = fetch(cfg, splits)
     out = prepared_path(cfg, files)
@@ -99,13 +103,26 @@ def prepare(cfg: DataConfig) -> PreparedData:
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    try:
+        counts = _build(cfg, files, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    log.info("prepared %s: %s", out, ", ".join(f"{s} {n}" for s, n in counts.items()))
+    return PreparedData(out)
+
+
+def _build(cfg: DataConfig, files: dict[str, ParallelFiles], tmp: Path) -> dict[str, int]:
+    """Write the tokenizer, every tokenized split and meta.json into `tmp`; returns pair counts."""
     cache = str(tmp / ".cache")  # datasets' working files; the saved splits below are the real cache
     raw = {
-        split: datasets.Dataset.from_generator(_pairs, gen_kwargs={"files": files[split]}, cache_dir=cache)
-        for split in splits
+        split: datasets.Dataset.from_generator(_pairs, gen_kwargs={"files": f}, cache_dir=cache)
+        for split, f in files.items()
     }
     if len(raw[cfg.train_split]) == 0:
-        raise UserError(f"training split {files[cfg.train_split]} has no sentence pairs")
+        raise UserError(f"training split {files[cfg.train_split].src} has no sentence pairs")
     tokenizer = _train_tokenizer(cfg, raw[cfg.train_split])
     tokenizer.save(tmp)
     log.info(
@@ -115,6 +132,11 @@ def prepare(cfg: DataConfig) -> PreparedData:
         tokenizer.tgt_vocab_size,
         "joint" if tokenizer.joint else "separate",
     )
+    if min(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) < cfg.tokenizer.vocab_size:
+        log.warning(
+            "the training split is too small for data.tokenizer.vocab_size=%d; the vocabulary was lowered",
+            cfg.tokenizer.vocab_size,
+        )
     counts = {}
     for split, ds in raw.items():
         ds = ds.map(
@@ -127,14 +149,11 @@ def prepare(cfg: DataConfig) -> PreparedData:
         ds.save_to_disk(str(tmp / split))
         counts[split] = len(ds)
     meta = {
-        "splits": splits,
+        "splits": list(files),
         "pairs": counts,
         "settings": _settings(cfg),
         "files": {s: {"src": str(f.src), "tgt": str(f.tgt)} for s, f in files.items()},
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
     shutil.rmtree(cache)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    log.info("prepared %s: %s", out, ", ".join(f"{s} {n}" for s, n in counts.items()))
-    return PreparedData(out)
+    return counts

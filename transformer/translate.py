@@ -24,15 +24,15 @@ log = logging.getLogger(__name__)
 
 
 def interactive(translator: Translator) -> None:
-    """Translate each line as it is typed, until end of input."""
-    print("Type a sentence and press Enter; Ctrl-D to quit.", file=sys.stderr)
+    """Translate each line as it is typed, until end of input (Ctrl-D); prompts go to stderr."""
+    print("Type a sentence and press Enter; Ctrl-D quits.", file=sys.stderr)
     while True:
-        try:
-            line = input("> ")
-        except EOFError:
+        print("> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line:
             print(file=sys.stderr)
             return
-        print(translator.translate([line])[0], flush=True)
+        print(translator.translate([line.rstrip("\r\n")])[0], flush=True)
 
 
 def write_output(translator: Translator, results: list, n_best: int) -> None:
