@@ -12,6 +12,7 @@ from itertools import chain
 from pathlib import Path
 
 import datasets
+import datasets.exceptions
 from omegaconf import OmegaConf
 
 from transformer.config import DataConfig
@@ -69,6 +70,16 @@ def _pairs(files: ParallelFiles):
         )
 
 
+def _read_split(files: ParallelFiles, cache: str) -> datasets.Dataset:
+    """The raw text pairs of one split as an Arrow dataset; our own input errors pass through unwrapped."""
+    try:
+        return datasets.Dataset.from_generator(_pairs, gen_kwargs={"files": files}, cache_dir=cache)
+    except datasets.exceptions.DatasetGenerationError as err:
+        if isinstance(err.__cause__, UserError):
+            raise err.__cause__ from None
+        raise
+
+
 def _tokenize(batch: dict, src_model: bytes, tgt_model: bytes) -> dict:
     tokenizer = Tokenizer(src_model, tgt_model)
     src_ids, tgt_ids = tokenizer.encode_src(batch["src"]), tokenizer.encode_tgt(batch["tgt"])
@@ -117,10 +128,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
 def _build(cfg: DataConfig, files: dict[str, ParallelFiles], tmp: Path) -> dict[str, int]:
     """Write the tokenizer, every tokenized split and meta.json into `tmp`; returns pair counts."""
     cache = str(tmp / ".cache")  # datasets' working files; the saved splits below are the real cache
-    raw = {
-        split: datasets.Dataset.from_generator(_pairs, gen_kwargs={"files": f}, cache_dir=cache)
-        for split, f in files.items()
-    }
+    raw = {split: _read_split(f, cache) for split, f in files.items()}
     if len(raw[cfg.train_split]) == 0:
         raise UserError(f"training split {files[cfg.train_split].src} has no sentence pairs")
     tokenizer = _train_tokenizer(cfg, raw[cfg.train_split])

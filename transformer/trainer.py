@@ -54,6 +54,7 @@ class Trainer:
         if tcfg.num_threads > 0:
             torch.set_num_threads(tcfg.num_threads)
         seed_everything(tcfg.seed)
+        resume_from = self._resume_file(tcfg.resume) if tcfg.resume else None
         self.data = self._prepare(cfg)
         self.tokenizer = self.data.tokenizer
         self.train_data = TrainBatches.from_dataset(
@@ -71,8 +72,8 @@ class Trainer:
         self.best_bleu, self.bad_validations, self.nonfinite, self.history = -1.0, 0, 0, []
         self.seconds_before, self.started = 0.0, time.time()  # training time of earlier sessions, this start
         self.stop_requested = False
-        if tcfg.resume:
-            self._resume(tcfg.resume)
+        if resume_from is not None:
+            self._resume(resume_from)
         self.train_model = self.model
         if self.world > 1:
             self.train_model = DistributedDataParallel(self.model)
@@ -128,11 +129,15 @@ class Trainer:
             train_minutes=f"{self.train_seconds() / 60:.1f}",
         )
 
-    def _resume(self, resume: str) -> None:
+    def _resume_file(self, resume: str) -> Path:
+        """The checkpoint `trainer.resume` names: this run's last one ("true"), a run directory's, or a file."""
         source = self.run_dir if resume.lower() == "true" else Path(resume)
         file = source / "checkpoints" / "last.safetensors" if source.is_dir() else resolve_checkpoint(str(source))
         if not file.exists():
             raise UserError(f"nothing to resume: {file} does not exist (train without trainer.resume first)")
+        return file
+
+    def _resume(self, file: Path) -> None:
         ckpt = load_checkpoint(str(file), self.device)
         if ckpt.state is None:
             raise UserError(f"{file} holds weights only; resume from a run's checkpoints/last.safetensors")
