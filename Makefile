@@ -5,8 +5,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
+# CPU training runs ~1.5x faster with tcmalloc than with glibc malloc (scripts/benchmark_training.py):
+# `make train` installs it where it can (apt) and preloads it. `make train TCMALLOC=` runs without it.
+TCMALLOC_LIBS := /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 /usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4 \
+	/usr/lib64/libtcmalloc_minimal.so.4 /usr/lib/libtcmalloc_minimal.so.4
+TCMALLOC = $(shell ls $(TCMALLOC_LIBS) 2>/dev/null | head -n 1)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
-.PHONY: setup bench-setup test lint train bench results clean
+.PHONY: setup tcmalloc bench-setup test lint train bench results clean
 
 setup: $(VENV)/.installed
 
@@ -24,15 +30,20 @@ test: setup
 lint: setup
 	$(BIN)/ruff check transformer scripts tests
 
-train: setup
-	$(BIN)/transformer-train +experiment=multi30k_cpu_fren $(ARGS)
+tcmalloc:
+	@ls $(TCMALLOC_LIBS) >/dev/null 2>&1 || ($(SUDO) apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 \
+		|| ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq libtcmalloc-minimal4) >/dev/null 2>&1) \
+		|| echo "note: could not install tcmalloc (libtcmalloc-minimal4); CPU training will be slower"
+
+train: setup tcmalloc
+	LD_PRELOAD="$(TCMALLOC)" $(BIN)/transformer-train +experiment=multi30k_cpu_fren $(ARGS)
 
 bench-setup: setup
 	$(BIN)/pip install --quiet -e ".[bench]"
 
-bench: bench-setup
-	$(BIN)/python scripts/benchmark_decoding.py --size small
-	$(BIN)/python scripts/benchmark_training.py --size small
+bench: bench-setup tcmalloc
+	LD_PRELOAD="$(TCMALLOC)" $(BIN)/python scripts/benchmark_decoding.py --size small
+	LD_PRELOAD="$(TCMALLOC)" $(BIN)/python scripts/benchmark_training.py --size small
 
 # make results RUNS="outputs/make_train"
 results: setup

@@ -38,6 +38,7 @@ def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> Transformer:
         dropout=cfg.dropout,
         pad_id=PAD_ID,
         attention_dropout=cfg.attention_dropout,
+        activation_dropout=cfg.activation_dropout,
         pre_norm=cfg.pre_norm,
         max_positions=cfg.max_positions,
         tie_embeddings=cfg.tie_embeddings,
@@ -76,7 +77,7 @@ def save_checkpoint(
 ) -> None:
     """Write the checkpoint atomically (temporary file, then rename).
 
-    `state` (optimizer, scheduler, RNGs, progress) makes it resumable; see `transformer.state`.
+    `state` (optimizer, gradient scaler, RNGs, progress) makes it resumable; see `transformer.state`.
     """
     tensors = {f"model.{name}": t.detach().contiguous().cpu() for name, t in _unique_state(model).items()}
     tensors["tokenizer.src"] = _bytes_tensor(tokenizer.src_model)

@@ -65,8 +65,9 @@ class ModelConfig:
     n_encoder_layers: int = 3
     n_decoder_layers: int = 3
     d_ff: int = 1024
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
+    dropout: float = 0.1  # on embeddings and on every sub-layer output (the paper's residual dropout)
+    attention_dropout: float = 0.0  # on attention weights
+    activation_dropout: float = 0.0  # inside the feed-forward, after ReLU (not in the paper)
     pre_norm: bool = True  # False = the paper's post-norm
     max_positions: int = 1024  # longest sequence the sinusoidal table covers
     tie_embeddings: bool = True  # tie target embedding and output projection (and source if joint)
@@ -74,10 +75,13 @@ class ModelConfig:
 
 @dataclass
 class OptimConfig:
-    """Adam with the paper's inverse-square-root schedule."""
+    """Adam with a warmup and a learning-rate schedule."""
 
     lr: float = 1e-3  # peak learning rate, reached at the end of warmup
     warmup_steps: int = 400
+    # inverse_sqrt: the paper's decay by 1/sqrt(step); linear: decay to 0 at the end of the budget
+    # (trainer.max_steps or trainer.max_minutes, whichever comes first)
+    schedule: str = "inverse_sqrt"
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -199,6 +203,8 @@ def check_config(cfg) -> None:
         _at_least(problems, "data.max_len", cfg.data.max_len, 1)
         _choice(problems, "data.tokenizer.model_type", cfg.data.tokenizer.model_type, ("bpe", "unigram"))
         _at_least(problems, "data.tokenizer.vocab_size", cfg.data.tokenizer.vocab_size, 8)
+    if "optim" in cfg:
+        _choice(problems, "optim.schedule", cfg.optim.schedule, ("inverse_sqrt", "linear"))
     if "trainer" in cfg:
         t = cfg.trainer
         _choice(problems, "trainer.precision", t.precision, ("fp32", "bf16", "fp16"))

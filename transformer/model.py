@@ -26,7 +26,7 @@ def sinusoidal_positions(n_positions: int, d_model: int) -> Tensor:
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward: Linear -> ReLU -> dropout -> Linear."""
+    """Position-wise feed-forward: Linear -> ReLU -> dropout -> Linear (the paper has no inner dropout: 0)."""
 
     def __init__(self, d_model: int, d_ff: int, dropout: float):
         super().__init__()
@@ -54,10 +54,19 @@ class Sublayer(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float,
+        attn_dropout: float,
+        ff_dropout: float,
+        pre_norm: bool,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.ff = FeedForward(d_model, d_ff, ff_dropout)
         self.attn_block = Sublayer(d_model, dropout, pre_norm)
         self.ff_block = Sublayer(d_model, dropout, pre_norm)
 
@@ -67,11 +76,20 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float,
+        attn_dropout: float,
+        ff_dropout: float,
+        pre_norm: bool,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.ff = FeedForward(d_model, d_ff, ff_dropout)
         self.self_block = Sublayer(d_model, dropout, pre_norm)
         self.cross_block = Sublayer(d_model, dropout, pre_norm)
         self.ff_block = Sublayer(d_model, dropout, pre_norm)
@@ -113,6 +131,7 @@ class Transformer(nn.Module):
         dropout: float = 0.1,
         pad_id: int = 0,
         attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
         pre_norm: bool = True,
         max_positions: int = 1024,
         tie_embeddings: bool = True,
@@ -127,7 +146,7 @@ class Transformer(nn.Module):
         self.src_embed = self.tgt_embed if share_src else nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
         self.register_buffer("positions", sinusoidal_positions(max_positions, d_model), persistent=False)
         self.dropout = nn.Dropout(dropout)
-        layer_args = (d_model, n_heads, d_ff, dropout, attention_dropout, pre_norm)
+        layer_args = (d_model, n_heads, d_ff, dropout, attention_dropout, activation_dropout, pre_norm)
         self.encoder = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(n_decoder_layers))
         # Pre-norm leaves the residual stream unnormalised; normalise once at the end.

@@ -1,4 +1,4 @@
-"""The training objective and optimizer: label-smoothed cross-entropy, Adam, inverse-sqrt schedule."""
+"""The training objective and optimizer: label-smoothed cross-entropy, Adam and its learning-rate schedules."""
 
 import math
 
@@ -29,10 +29,25 @@ def inverse_sqrt(step: int, warmup: int) -> float:
     return min(step / warmup, math.sqrt(warmup / step)) if warmup > 0 else 1.0 / math.sqrt(step)
 
 
-def make_optimizer(model: nn.Module, cfg: OptimConfig):
-    """Adam (fused kernel) and its inverse-sqrt schedule, stepped once per optimizer step."""
-    optimizer = torch.optim.Adam(
+def lr_multiplier(cfg: OptimConfig, step: int, progress: float) -> float:
+    """The fraction of `cfg.lr` for optimizer step `step` (1-based), `progress` in [0, 1] of the training budget.
+
+    `linear` is a linear warmup times a linear decay to zero at the end of the budget: annealing fully
+    within a fixed time is what a short run needs (Li et al., 2020, "Budgeted training").
+    """
+    if cfg.schedule == "inverse_sqrt":
+        return inverse_sqrt(step, cfg.warmup_steps)
+    warmup = min(step / cfg.warmup_steps, 1.0) if cfg.warmup_steps > 0 else 1.0
+    return warmup * max(1.0 - progress, 0.0)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def make_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Adam:
+    """Adam with the fused kernel; the trainer sets its learning rate before every step."""
+    return torch.optim.Adam(
         model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, fused=True
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: inverse_sqrt(step, cfg.warmup_steps))
-    return optimizer, scheduler

@@ -1,7 +1,7 @@
 """Training state as flat tensors plus JSON, so a resumable checkpoint needs no pickle.
 
 Covers what `trainer.resume` must restore beyond the weights: optimizer moments,
-scheduler and gradient-scaler state, progress counters and every RNG.
+gradient-scaler state, progress counters and every RNG.
 """
 
 import json

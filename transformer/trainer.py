@@ -31,7 +31,7 @@ from transformer.checkpoint import (
 )
 from transformer.data import PreparedData, prepare
 from transformer.errors import UserError
-from transformer.optim import loss_sum, make_optimizer
+from transformer.optim import loss_sum, lr_multiplier, make_optimizer, set_lr
 from transformer.plotting import attention_figure
 from transformer.runtime import autocast, pick_device, seed_everything
 from transformer.state import load_optimizer_state, optimizer_state, rng_state, set_rng_state
@@ -65,7 +65,7 @@ class Trainer:
         self.val_src, self.val_ref = list(val["src"])[:n_val], list(val["tgt"])[:n_val]
         self.val_ids = (list(val["src_ids"]), list(val["tgt_ids"]))
         self.model = build_model(cfg.model, self.tokenizer).to(self.device)
-        self.optimizer, self.scheduler = make_optimizer(self.model, cfg.optim)
+        self.optimizer = make_optimizer(self.model, cfg.optim)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=tcfg.precision == "fp16")
         self.translator = Translator(self.model, self.tokenizer, cfg.decoding)
         self.step, self.epoch, self.position = 0, 0, 0  # position: global batches consumed in this epoch
@@ -102,7 +102,6 @@ class Trainer:
     def training_state(self) -> dict:
         return {
             "optimizer": optimizer_state(self.optimizer),
-            "scheduler": {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
             "scaler": self.scaler.state_dict(),
             "progress": {
                 "step": self.step,
@@ -144,7 +143,6 @@ class Trainer:
         self.model.load_state_dict(ckpt.model.state_dict())
         state = ckpt.state
         load_optimizer_state(self.optimizer, state["optimizer"])
-        self.scheduler.load_state_dict({**state["scheduler"], "lr_lambdas": [None]})
         self.scaler.load_state_dict(state["scaler"])
         progress = state["progress"]
         self.step, self.epoch, self.position = progress["step"], progress["epoch"], progress["position"]
@@ -190,9 +188,9 @@ class Trainer:
                 )
             return loss_total / local_tokens
         self.nonfinite = 0
+        set_lr(self.optimizer, self.cfg.optim.lr * lr_multiplier(self.cfg.optim, self.step + 1, self.progress()))
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self.scheduler.step()
         self.step += 1
         return loss_total / local_tokens
 
@@ -254,11 +252,17 @@ class Trainer:
         log.warning("received %s: saving a resumable checkpoint and stopping", signal.Signals(signum).name)
         self.stop_requested = True
 
-    def _should_stop(self, start: float) -> bool:
+    def progress(self) -> float:
+        """The fraction of the budget (max_steps or max_minutes, whichever is nearer) used; equal on all ranks."""
         limits = self.cfg.trainer
-        minutes = (time.time() - start) / 60
-        local = self.stop_requested or (limits.max_minutes > 0 and minutes >= limits.max_minutes)
-        return distributed.any_true(local, self.device) or self.step >= limits.max_steps
+        by_time = self.train_seconds() / (60 * limits.max_minutes) if limits.max_minutes > 0 else 0.0
+        by_time = distributed.all_sum(by_time, self.device) / self.world
+        return min(max(self.step / limits.max_steps, by_time), 1.0)
+
+    def _should_stop(self) -> bool:
+        limits = self.cfg.trainer
+        over_time = limits.max_minutes > 0 and self.train_seconds() >= 60 * limits.max_minutes
+        return distributed.any_true(self.stop_requested or over_time, self.device) or self.step >= limits.max_steps
 
     def train_seconds(self) -> float:
         """Wall-clock seconds spent training this run, over all its sessions."""
@@ -287,8 +291,8 @@ class Trainer:
         """Train until max_steps, max_epochs, max_minutes, early stopping or a signal; validate every `val_every`."""
         limits = self.cfg.trainer
         handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        start, per_step = time.time(), self.world * limits.accumulate
-        self.started = start
+        per_step = self.world * limits.accumulate
+        self.started = time.time()
         bar = tqdm(
             total=limits.max_steps,
             initial=self.step,
@@ -297,7 +301,7 @@ class Trainer:
             dynamic_ncols=True,
             disable=not (limits.progress and self.main),
         )
-        tokens, tick, last_validated, stopped = 0.0, time.time(), self.step, self._should_stop(start)
+        tokens, tick, last_validated, stopped = 0.0, time.time(), self.step, self._should_stop()
         while self.epoch < limits.max_epochs and not stopped:
             batches = self.train_data.epoch(self.epoch)
             if self.position == 0 and self.main:
@@ -313,7 +317,7 @@ class Trainer:
                 tokens += distributed.all_sum(sum(b.n_tokens for b in micro), self.device)
                 bar.update()
                 if self.main and self.step % limits.log_every == 0:
-                    rate, lr = tokens / (time.time() - tick), self.scheduler.get_last_lr()[0]
+                    rate, lr = tokens / (time.time() - tick), self.optimizer.param_groups[0]["lr"]
                     bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}")
                     for name, value in (("loss", loss), ("lr", lr), ("tokens_per_s", rate)):
                         self.writer.add_scalar(f"train/{name}", value, self.step)
@@ -322,7 +326,7 @@ class Trainer:
                     self.validate()
                     self.save(self.ckpt_dir / "last.safetensors", self.best_bleu, resumable=True)
                     last_validated = self.step
-                stopped = self._should_stop(start)
+                stopped = self._should_stop()
                 if stopped:
                     break
             if not stopped:
@@ -337,7 +341,7 @@ class Trainer:
                 "stopped after %d steps (epoch %d), %.1f minutes; best val BLEU %.2f",
                 self.step,
                 self.epoch,
-                (time.time() - start) / 60,
+                self.train_seconds() / 60,
                 self.best_bleu,
             )
         for sig, handler in handlers.items():
