@@ -4,9 +4,11 @@
 
 Test sets: every test split of the checkpoint's own corpus, plus, when found under
 `--extra-dir` (default ../shared/data), Tatoeba test and newstest2014 in the same
-direction. Decodings are the `configs/decoding/*.yaml` presets named by
-`--decodings`. The Markdown holds one table, the sacreBLEU signatures, and sample
-translations (the best and worst by sentence BLEU) from the first test set.
+direction. Decodings are `configs/decoding/*.yaml` presets named by `--decodings`,
+each with optional overrides (`beam:length_penalty=0.6`; choose them on val, e.g.
+with `transformer-evaluate -m split=val decoding.length_penalty=0.6,1.0 ...`).
+The Markdown holds one table, the sacreBLEU signatures, and sample translations
+(the best and worst by sentence BLEU) from the first test set.
 """
 
 import argparse
@@ -26,9 +28,12 @@ from transformer.translator import Translator
 EXTRA = {"tatoeba_test": ("tatoeba", "test"), "newstest2014": ("newstest2014", "test")}
 
 
-def decoding(name: str) -> DecodingConfig:
+def decoding(spec: str) -> DecodingConfig:
+    """A `configs/decoding` preset with optional overrides: `beam` or `beam:beam_size=8,length_penalty=0.6`."""
+    name, _, overrides = spec.partition(":")
     preset = OmegaConf.load(Path(CONFIG_PATH) / "decoding" / f"{name}.yaml")
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(DecodingConfig), preset))
+    dotlist = OmegaConf.from_dotlist([o for o in overrides.split(",") if o])
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(DecodingConfig), preset, dotlist))
 
 
 def test_sets(data_cfg, extra_dir: Path) -> dict[str, ParallelFiles]:
@@ -92,7 +97,9 @@ def main() -> None:
                 hyps = Translator(ckpt.model, ckpt.tokenizer, cfg).translate(sources, progress=True)
                 bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
                 b, c = bleu.corpus_score(hyps, [refs]).score, chrf.corpus_score(hyps, [refs]).score
-                label = name if cfg.strategy != "beam" else f"beam {cfg.beam_size}, α={cfg.length_penalty}"
+                label = cfg.strategy
+                if cfg.strategy == "beam":
+                    label = f"beam {cfg.beam_size}, {cfg.length_penalty_kind} α={cfg.length_penalty}"
                 lines.append(f"| {path} | {params:.1f}M | {trained} | {set_name} | {label} | {b:.2f} | {c:.2f} |")
                 print(lines[-1], flush=True)
                 signatures.update({f"BLEU: `{bleu.get_signature()}`", f"chrF: `{chrf.get_signature()}`"})

@@ -101,3 +101,15 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path):
     src = torch.tensor([ckpt.tokenizer.encode_src(["un chien"])[0] + [2]])
     logits = ckpt.model(src, torch.tensor([[1]]))
     assert logits.shape == (1, 1, ckpt.tokenizer.tgt_vocab_size) and torch.isfinite(logits).all()
+
+
+def test_a_misspelt_setting_names_the_right_one_before_any_work(tmp_path):
+    result = subprocess.run(
+        [str(BIN / "transformer-train"), "trainer.max_stepz=3", f"hydra.run.dir={tmp_path / 'run'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: unknown setting trainer.max_stepz: did you mean trainer.max_steps?")
+    assert not (tmp_path / "run").exists()

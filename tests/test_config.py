@@ -4,8 +4,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from transformer.cli import CONFIG_PATH
-from transformer.config import check_config
+from transformer.cli import CONFIG_PATH, check_override
+from transformer.config import EvaluateConfig, TrainConfig, check_config
 from transformer.errors import UserError
 
 
@@ -42,6 +42,29 @@ def test_unknown_key_and_wrong_type_are_rejected():
         make("train", ["trainer.max_stepz=3"])
     with pytest.raises(ConfigCompositionException):
         make("train", ["trainer.max_steps=many"])
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trainer.max_stepz=3", "did you mean trainer.max_steps? valid keys of trainer: accumulate,"),
+        ("data.tokenizer.vocab=8", "did you mean data.tokenizer.vocab_size?"),
+        ("data.train.source=a.fr", "valid keys of data.train: src, tgt"),
+        ("beam_size=4", "did you mean decoding.beam_size"),
+    ],
+)
+def test_unknown_keys_are_named_with_the_valid_ones(override, message):
+    with pytest.raises(UserError, match="unknown setting") as err:
+        check_override(TrainConfig, override)
+    assert message in str(err.value)
+
+
+def test_valid_overrides_and_hydra_syntax_pass_the_key_check():
+    overrides = ["model=small", "trainer.max_steps=3", "data.train.src=a", "data.test.mine.src=x", "+foo=1",
+                 "hydra.run.dir=r", "--cfg", "job", "-m", "optim.lr=1e-3,2e-3"]
+    for override in overrides:
+        check_override(TrainConfig, override)
+    check_override(EvaluateConfig, "decoding.length_penalty=0.6")
 
 
 @pytest.mark.parametrize(

@@ -98,10 +98,10 @@ class TrainerConfig:
     accumulate: int = 1  # batches per optimizer step (per process)
     max_steps: int = 100_000  # optimizer steps
     max_epochs: int = 1000
-    max_minutes: float = 0.0  # wall-clock limit for the training loop; 0 = none
+    max_minutes: float = 0.0  # wall-clock limit over all sessions of a run, validation included; 0 = none
     val_every: int = 500  # steps between validations (also at the end)
     val_max_sentences: int = 0  # validate BLEU on the first N val sentences; 0 = all
-    log_every: int = 50  # steps between TensorBoard train scalars
+    log_every: int = 50  # steps between train scalars (TensorBoard; a log line too without a progress bar)
     attention_images: int = 2  # val sentences whose cross-attention goes to TensorBoard at each validation
     keep_last: int = 3  # step checkpoints kept, newest first
     keep_best: int = 3  # step checkpoints kept, best val BLEU first

@@ -4,13 +4,12 @@ import logging
 import os
 from pathlib import Path
 
-import hydra
 import sacrebleu
 from omegaconf import DictConfig
 
 from transformer.checkpoint import load_checkpoint
-from transformer.cli import CONFIG_PATH, user_errors
-from transformer.config import check_config
+from transformer.cli import hydra_app, user_errors
+from transformer.config import EvaluateConfig, check_config
 from transformer.corpus import ParallelFiles, fetch, read_parallel
 from transformer.errors import UserError
 from transformer.runtime import pick_device
@@ -36,7 +35,7 @@ def test_files(cfg: DictConfig, data_cfg: DictConfig) -> ParallelFiles:
     return fetch(data_cfg, [cfg.split])[cfg.split]
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="evaluate")
+@hydra_app("evaluate", EvaluateConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
         check_config(cfg)

@@ -1,14 +1,13 @@
 """`transformer-prepare`: fetch a corpus, train SentencePiece, tokenize and cache every split."""
 
-import hydra
 from omegaconf import DictConfig
 
-from transformer.cli import CONFIG_PATH, user_errors
-from transformer.config import check_config
+from transformer.cli import hydra_app, user_errors
+from transformer.config import PrepareConfig, check_config
 from transformer.data import prepare
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="prepare")
+@hydra_app("prepare", PrepareConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
         check_config(cfg)

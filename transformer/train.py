@@ -3,18 +3,17 @@
 import logging
 from pathlib import Path
 
-import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from transformer.cli import CONFIG_PATH, user_errors
-from transformer.config import check_config
+from transformer.cli import hydra_app, user_errors
+from transformer.config import TrainConfig, check_config
 from transformer.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")
+@hydra_app("train", TrainConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
         check_config(cfg)

@@ -9,12 +9,11 @@ import logging
 import sys
 from pathlib import Path
 
-import hydra
 from omegaconf import DictConfig
 
 from transformer.checkpoint import load_checkpoint
-from transformer.cli import CONFIG_PATH, user_errors
-from transformer.config import check_config
+from transformer.cli import hydra_app, user_errors
+from transformer.config import TranslateConfig, check_config
 from transformer.corpus import read_lines
 from transformer.plotting import attention_figure, save_figure
 from transformer.runtime import pick_device
@@ -54,7 +53,7 @@ def plot_attention(translator: Translator, results: list, directory: Path, layer
     log.info("attention heatmaps written to %s", directory)
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="translate")
+@hydra_app("translate", TranslateConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
         check_config(cfg)
