@@ -3,6 +3,7 @@ import gzip
 import numpy as np
 import pytest
 
+from tests.conftest import write_corpus
 from transformer.batching import collate, token_batches
 from transformer.config import DataConfig, SplitFiles
 from transformer.corpus import ParallelFiles, read_parallel
@@ -38,6 +39,19 @@ def test_prepare_tokenizes_every_split_and_reuses_it(corpus, tmp_path, caplog):
     with caplog.at_level("INFO"):
         again = prepare(cfg)
     assert again.dir == prepared.dir and "reusing" in caplog.text
+
+
+def test_extra_training_corpora_are_appended_to_the_training_split(corpus, tmp_path):
+    extra = write_corpus(tmp_path, "extra", 50, seed=4)
+    cfg = files_config(corpus, tmp_path)
+    cfg.extra_train = {"more": {"src": str(extra[0]), "tgt": str(extra[1])}}
+    prepared = prepare(cfg)
+    assert prepared.meta["pairs"] == {"train": 350, "val": 20, "test": 20}
+    assert prepared.split("train")[300]["src"] == extra[0].read_text().splitlines()[0]
+    assert prepared.dir != prepare(files_config(corpus, tmp_path)).dir
+    cfg.extra_train = {"more": {"src": str(tmp_path / "nope.fr"), "tgt": str(extra[1])}}
+    with pytest.raises(UserError, match="missing corpus file .*nope.fr; check the data.extra_train"):
+        prepare(cfg)
 
 
 def test_separate_vocabularies(corpus, tmp_path):

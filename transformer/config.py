@@ -50,6 +50,8 @@ class DataConfig:
     train: SplitFiles | None = None
     val: SplitFiles | None = None
     test: dict[str, dict[str, str]] = field(default_factory=dict)  # NAME -> {src: PATH, tgt: PATH}
+    # More training pairs, e.g. another corpus, added to the training split (and to SentencePiece's input).
+    extra_train: dict[str, dict[str, str]] = field(default_factory=dict)  # NAME -> {src: PATH, tgt: PATH}
     prepared_dir: str = "data/prepared"  # tokenizers and tokenized Arrow datasets
     max_len: int = 128  # training pairs longer than this (in tokens, either side) are dropped
     num_proc: int = 1  # processes for tokenization

@@ -41,14 +41,29 @@ def split_files(cfg: DataConfig, split: str) -> ParallelFiles:
     if explicit is not None:
         return ParallelFiles(Path(explicit.src), Path(explicit.tgt))
     if split in cfg.test:
-        pair = cfg.test[split]
-        if "src" not in pair or "tgt" not in pair:
-            raise UserError(f"test set {split!r} needs both data.test.{split}.src and data.test.{split}.tgt")
-        return ParallelFiles(Path(pair["src"]), Path(pair["tgt"]))
+        return _named_pair(cfg.test[split], f"data.test.{split}")
     if cfg.dir is None or split not in split_names(cfg):
         raise UserError(f"corpus {cfg.name!r} has no split {split!r}; its splits are {split_names(cfg)}")
     base = Path(cfg.dir)
     return ParallelFiles(base / f"{split}.{cfg.src_lang}.gz", base / f"{split}.{cfg.tgt_lang}.gz")
+
+
+def extra_train_files(cfg: DataConfig) -> dict[str, ParallelFiles]:
+    """The additional training corpora, `data.extra_train.NAME.src/tgt`, keyed `extra_train.NAME`."""
+    files = {
+        f"extra_train.{name}": _named_pair(pair, f"data.extra_train.{name}") for name, pair in cfg.extra_train.items()
+    }
+    for pair in files.values():
+        for path in (pair.src, pair.tgt):
+            if not path.exists():
+                raise UserError(f"missing corpus file {path}; check the data.extra_train.* paths")
+    return files
+
+
+def _named_pair(pair: dict[str, str], key: str) -> ParallelFiles:
+    if "src" not in pair or "tgt" not in pair:
+        raise UserError(f"{key} needs both {key}.src and {key}.tgt")
+    return ParallelFiles(Path(pair["src"]), Path(pair["tgt"]))
 
 
 def fetch(cfg: DataConfig, splits: list[str]) -> dict[str, ParallelFiles]:

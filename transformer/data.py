@@ -16,7 +16,7 @@ import datasets.exceptions
 from omegaconf import OmegaConf
 
 from transformer.config import DataConfig
-from transformer.corpus import ParallelFiles, fetch, read_parallel, split_names
+from transformer.corpus import ParallelFiles, extra_train_files, fetch, read_parallel, split_names
 from transformer.errors import UserError
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 
@@ -29,7 +29,7 @@ LAYOUT = 2  # version of the prepared directory's layout; part of its hash
 def _settings(cfg: DataConfig) -> dict:
     """The settings that determine the prepared data (not max_len: that is applied when training)."""
     data = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
-    keys = ("name", "src_lang", "tgt_lang", "train", "val", "test", "tokenizer")
+    keys = ("name", "src_lang", "tgt_lang", "train", "val", "test", "extra_train", "tokenizer")
     return {"layout": LAYOUT, **{key: data[key] for key in keys}}
 
 
@@ -107,7 +107,8 @@ def prepare(cfg: DataConfig) -> PreparedData:
     """
     splits = split_names(cfg)
     files = fetch(cfg, splits)
-    out = prepared_path(cfg, files)
+    extras = extra_train_files(cfg)
+    out = prepared_path(cfg, {**files, **extras})
     if (out / "meta.json").exists():
         log.info("reusing prepared data in %s", out)
         return PreparedData(out)
@@ -115,7 +116,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        counts = _build(cfg, files, tmp)
+        counts = _build(cfg, files, extras, tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -125,10 +126,18 @@ def prepare(cfg: DataConfig) -> PreparedData:
     return PreparedData(out)
 
 
-def _build(cfg: DataConfig, files: dict[str, ParallelFiles], tmp: Path) -> dict[str, int]:
-    """Write the tokenizer, every tokenized split and meta.json into `tmp`; returns pair counts."""
+def _build(
+    cfg: DataConfig, files: dict[str, ParallelFiles], extras: dict[str, ParallelFiles], tmp: Path
+) -> dict[str, int]:
+    """Write the tokenizer, every tokenized split and meta.json into `tmp`; returns pair counts.
+    The `extras` corpora are appended to the training split."""
     cache = str(tmp / ".cache")  # datasets' working files; the saved splits below are the real cache
     raw = {split: _read_split(f, cache) for split, f in files.items()}
+    if extras:
+        parts = {name: _read_split(f, cache) for name, f in extras.items()}
+        added = ", ".join(f"{name} {len(ds)}" for name, ds in parts.items())
+        log.info("training split: %d pairs + %s", len(raw[cfg.train_split]), added)
+        raw[cfg.train_split] = datasets.concatenate_datasets([raw[cfg.train_split], *parts.values()])
     if len(raw[cfg.train_split]) == 0:
         raise UserError(f"training split {files[cfg.train_split].src} has no sentence pairs")
     tokenizer = _train_tokenizer(cfg, raw[cfg.train_split])
@@ -160,7 +169,7 @@ def _build(cfg: DataConfig, files: dict[str, ParallelFiles], tmp: Path) -> dict[
         "splits": list(files),
         "pairs": counts,
         "settings": _settings(cfg),
-        "files": {s: {"src": str(f.src), "tgt": str(f.tgt)} for s, f in files.items()},
+        "files": {s: {"src": str(f.src), "tgt": str(f.tgt)} for s, f in {**files, **extras}.items()},
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
     shutil.rmtree(cache)
