@@ -28,14 +28,15 @@ def pick(run_dir: Path, last: int, best: int) -> list[Path]:
 
 
 def average(files: list[Path], output: Path) -> None:
-    """Write the element-wise mean of the checkpoints' weights, with the first one's config and tokenizer."""
+    """Write the element-wise mean of the checkpoints' weights, with the newest one's config, tokenizer and progress."""
     ckpts = [load_checkpoint(str(f)) for f in files]
     states = [c.model.state_dict() for c in ckpts]
     mean = {name: sum(s[name].double() for s in states) / len(states) for name in states[0]}
-    first = ckpts[0]
-    first.model.load_state_dict({name: t.to(torch.float32) for name, t in mean.items()})
+    newest = max(ckpts, key=lambda c: int(c.meta["step"]))
+    newest.model.load_state_dict({name: t.to(torch.float32) for name, t in mean.items()})
     steps = ",".join(c.meta["step"] for c in ckpts)
-    save_checkpoint(output, first.model, first.tokenizer, first.config, step=first.meta["step"], averaged=steps)
+    progress = {k: newest.meta[k] for k in ("step", "epoch", "train_minutes") if k in newest.meta}
+    save_checkpoint(output, newest.model, newest.tokenizer, newest.config, averaged=steps, **progress)
     print(f"averaged {len(files)} checkpoints (steps {steps}) -> {output}")
 
 

@@ -6,6 +6,7 @@ Calls are interleaved round by round and the median time of each is reported.
 
     python scripts/benchmark_decoding.py --size small            # table
     python scripts/benchmark_decoding.py --size small --json     # ... and a JSON last line
+    python scripts/benchmark_decoding.py --size base --device cuda --dtype bfloat16
 
 Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`).
 """
@@ -79,25 +80,29 @@ def hf_generate(model, src: torch.Tensor, beams: int, out_len: int) -> Callable[
     return run
 
 
-def cases(size: str, batch: int, src_len: int, out_len: int, vocab: int, uncached: bool) -> dict[str, Callable]:
+def cases(args: argparse.Namespace) -> dict[str, Callable]:
+    """The timed calls: ours (cached, and uncached unless --no-uncached) and HF's, on one random batch."""
+    size, vocab, out_len = args.size, args.vocab, args.out_len
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     torch.manual_seed(0)
-    src = torch.randint(3, vocab, (batch, src_len))
-    model = ours(size, vocab)
+    src = torch.randint(3, vocab, (args.batch, args.src_len), device=device)
+    model = ours(size, vocab).to(device, dtype)
     runs = {
         "ours greedy": lambda: greedy_decode(model, src, BOS, -1, out_len),
         "ours beam5": lambda: beam_search(model, src, 5, BOS, -1, out_len),
     }
-    if uncached:
+    if not args.no_uncached:
         runs["ours greedy (no cache)"] = lambda: greedy_decode(model, src, BOS, -1, out_len, use_cache=False)
         runs["ours beam5 (no cache)"] = lambda: beam_search(model, src, 5, BOS, -1, out_len, use_cache=False)
     hf = marian(size, vocab)
     if hf is not None:
+        hf = hf.to(device, dtype)
         runs["HF greedy"] = hf_generate(hf, src, 1, out_len)
         runs["HF beam5"] = hf_generate(hf, src, 5, out_len)
     return runs
 
 
-def measure(runs: dict[str, Callable], rounds: int) -> dict[str, float]:
+def measure(runs: dict[str, Callable], rounds: int, device: torch.device) -> dict[str, float]:
     """Median seconds per call, calls interleaved round by round after one warm-up each."""
     for run in runs.values():
         run()
@@ -106,6 +111,8 @@ def measure(runs: dict[str, Callable], rounds: int) -> dict[str, float]:
         for name, run in runs.items():
             start = time.perf_counter()
             run()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(t) for name, t in times.items()}
 
@@ -120,15 +127,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
     parser.add_argument("--no-uncached", action="store_true", help="skip the slow uncached runs")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weights of both models")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    runs = cases(args.size, args.batch, args.src_len, args.out_len, args.vocab, not args.no_uncached)
-    seconds = measure(runs, args.rounds)
+    seconds = measure(cases(args), args.rounds, torch.device(args.device))
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"{torch.get_num_threads()} threads"
     print(
         f"{args.size}: batch {args.batch}, source {args.src_len}, output {args.out_len} tokens, "
-        f"{torch.get_num_threads()} threads, median of {args.rounds}"
+        f"{args.dtype}, {where}, median of {args.rounds}"
     )
     print(f"{'':24} {'sent/s':>8} {'s/batch':>8}")
     for name, sec in seconds.items():
@@ -137,6 +146,8 @@ def main() -> None:
         "size": args.size,
         "batch": args.batch,
         "out_len": args.out_len,
+        "device": args.device,
+        "dtype": args.dtype,
         **{name.replace(" ", "_"): round(args.batch / sec, 2) for name, sec in seconds.items()},
     }
     if "HF greedy" in seconds:

@@ -7,6 +7,7 @@ fraction of this machine's measured matmul peak.
 
     python scripts/benchmark_training.py --size small
     python scripts/benchmark_training.py --size small --json   # JSON last line
+    python scripts/benchmark_training.py --size base --device cuda --sentences 1024 --length 64
 
 Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`).
 """
@@ -37,16 +38,16 @@ def random_batch(sentences: int, length: int, vocab: int):
     return collate(src, tgt)
 
 
-def ours_step(size: str, vocab: int, batch, precision: str) -> Callable[[], None]:
+def ours_step(size: str, vocab: int, batch, precision: str, device: torch.device, compile: bool) -> Callable[[], None]:
     d, h, layers, ff = SIZES[size]
-    model = Transformer(vocab, vocab, d, h, layers, layers, ff, dropout=0.1, joint_vocab=True).train()
+    model = Transformer(vocab, vocab, d, h, layers, layers, ff, dropout=0.1, joint_vocab=True).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=True)
-    device = torch.device("cpu")
+    forward = torch.compile(model) if compile else model
 
     def step():
         optimizer.zero_grad(set_to_none=True)
         with autocast(device, precision):
-            loss = loss_sum(model, batch, 0.1) / batch.n_tokens
+            loss = loss_sum(forward, batch, 0.1) / batch.n_tokens
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -54,7 +55,7 @@ def ours_step(size: str, vocab: int, batch, precision: str) -> Callable[[], None
     return step
 
 
-def marian_step(size: str, vocab: int, batch) -> Callable[[], None] | None:
+def marian_step(size: str, vocab: int, batch, device: torch.device) -> Callable[[], None] | None:
     try:
         from transformers import MarianConfig, MarianMTModel
     except ImportError:
@@ -75,7 +76,7 @@ def marian_step(size: str, vocab: int, batch) -> Callable[[], None] | None:
         decoder_start_token_id=BOS,
         dropout=0.1,
     )
-    model = MarianMTModel(config).train()
+    model = MarianMTModel(config).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
     mask = batch.src != PAD
 
@@ -107,14 +108,23 @@ def step_flops(size: str, vocab: int, batch) -> float:
     return 3.0 * (enc + dec + out)
 
 
-def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 10) -> float:
+def matmul_peak(dtype: torch.dtype, device: torch.device, repeats: int = 10) -> float:
     """Measured FLOP/s of a large square matmul in `dtype`."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    n = 8192 if device.type == "cuda" else 2048
+    a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
     a @ b
+    sync(device)
     start = time.perf_counter()
     for _ in range(repeats):
         a @ b
+    sync(device)
     return 2 * n**3 * repeats / (time.perf_counter() - start)
+
+
+def sync(device: torch.device) -> None:
+    """Wait for queued GPU work, so that wall-clock times mean something."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def main() -> None:
@@ -125,14 +135,17 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--precision", default="bf16", help="ours' default precision (what make train uses)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--compile", action="store_true", help="torch.compile ours (trainer.compile=true)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     torch.manual_seed(0)
-    batch = random_batch(args.sentences, args.length, args.vocab)
-    runs = {"ours fp32": ours_step(args.size, args.vocab, batch, "fp32")}
+    device = torch.device(args.device)
+    batch = random_batch(args.sentences, args.length, args.vocab).to(device)
+    runs = {"ours fp32": ours_step(args.size, args.vocab, batch, "fp32", device, args.compile)}
     if args.precision != "fp32":
-        runs[f"ours {args.precision}"] = ours_step(args.size, args.vocab, batch, args.precision)
-    peer = marian_step(args.size, args.vocab, batch)
+        runs[f"ours {args.precision}"] = ours_step(args.size, args.vocab, batch, args.precision, device, args.compile)
+    peer = marian_step(args.size, args.vocab, batch, device)
     if peer is not None:
         runs["HF MarianMT fp32"] = peer
     for run in runs.values():
@@ -140,14 +153,17 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.rounds):
         for name, run in runs.items():
+            sync(device)
             start = time.perf_counter()
             run()
+            sync(device)
             times[name].append(time.perf_counter() - start)
     tokens, flops = batch.n_tokens, step_flops(args.size, args.vocab, batch)
-    peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
+    peaks = {"fp32": matmul_peak(torch.float32, device), "bf16": matmul_peak(torch.bfloat16, device)}
+    where = torch.cuda.get_device_name() if device.type == "cuda" else f"{torch.get_num_threads()} threads"
     print(
         f"{args.size}: {args.sentences} sentences, {tokens} target tokens per step, "
-        f"{torch.get_num_threads()} threads, median of {args.rounds}; matmul peak "
+        f"{where}, median of {args.rounds}; matmul peak "
         f"{peaks['fp32'] / 1e9:.0f} GFLOP/s fp32, {peaks['bf16'] / 1e9:.0f} bf16"
     )
     print(f"{'':20} {'tok/s':>8} {'s/step':>8} {'GFLOP/s':>8} {'of peak':>8}")
@@ -161,6 +177,8 @@ def main() -> None:
     result = {
         "size": args.size,
         "precision": args.precision,
+        "device": args.device,
+        "compile": args.compile,
         "ours_tok_s": round(rate[main_name], 1),
         "ours_fp32_tok_s": round(rate["ours fp32"], 1),
     }

@@ -60,8 +60,18 @@ def test_unknown_keys_are_named_with_the_valid_ones(override, message):
 
 
 def test_valid_overrides_and_hydra_syntax_pass_the_key_check():
-    overrides = ["model=small", "trainer.max_steps=3", "data.train.src=a", "data.test.mine.src=x", "+foo=1",
-                 "hydra.run.dir=r", "--cfg", "job", "-m", "optim.lr=1e-3,2e-3"]
+    overrides = [
+        "model=small",
+        "trainer.max_steps=3",
+        "data.train.src=a",
+        "data.test.mine.src=x",
+        "+foo=1",
+        "hydra.run.dir=r",
+        "--cfg",
+        "job",
+        "-m",
+        "optim.lr=1e-3,2e-3",
+    ]
     for override in overrides:
         check_override(TrainConfig, override)
     check_override(EvaluateConfig, "decoding.length_penalty=0.6")

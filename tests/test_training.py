@@ -130,5 +130,7 @@ def test_average_checkpoints_script(corpus, tmp_path):
     a, b = (load_checkpoint(str(f)).model.state_dict() for f in files)
     averaged = load_checkpoint(str(run / "checkpoints" / "avg_last2.safetensors"))
     assert averaged.meta["averaged"] == "4,6"
+    newest = load_checkpoint(str(files[-1])).meta
+    assert (averaged.meta["step"], averaged.meta["train_minutes"]) == (newest["step"], newest["train_minutes"])
     name = "decoder.0.ff.fc1.weight"
     torch.testing.assert_close(averaged.model.state_dict()[name], (a[name] + b[name]) / 2)
