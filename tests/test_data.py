@@ -6,7 +6,7 @@ import pytest
 from tests.conftest import write_corpus
 from transformer.batching import collate, token_batches
 from transformer.config import DataConfig, SplitFiles
-from transformer.corpus import ParallelFiles, read_parallel
+from transformer.corpus import ParallelFiles, read_parallel, split_files
 from transformer.data import prepare
 from transformer.errors import UserError
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -88,6 +88,11 @@ def test_empty_lines_are_skipped_and_crlf_handled(tmp_path):
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(UserError, match="missing corpus file"):
         list(read_parallel(ParallelFiles(tmp_path / "nope.fr", tmp_path / "nope.en")))
+
+
+def test_missing_split_names_the_available_ones():
+    with pytest.raises(UserError, match=r"corpus 'multi30k' has no split 'test_2019'; its splits are \['train'"):
+        split_files(DataConfig(name="multi30k", dir="data/multi30k", test_splits=["test_2016_flickr"]), "test_2019")
 
 
 def test_token_batches_respect_the_budget_and_cover_every_example():

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 import transformer.trainer as trainer_module
 from tests.test_training import make_trainer, toy_overrides, train
@@ -58,6 +61,30 @@ def test_truncated_corrupted_and_missing_checkpoints_give_clear_errors(trained, 
     with pytest.raises(UserError, match="no checkpoint in"):
         load_checkpoint(str(tmp_path))
     assert load_checkpoint(str(trained)).meta["step"] == "2"  # the original is untouched
+
+
+def test_foreign_and_incompatible_checkpoints_give_clear_errors(trained, tmp_path):
+    tensors = load_file(str(trained))
+    with safe_open(str(trained), framework="pt") as f:
+        metadata = f.metadata()
+    config = OmegaConf.create(metadata["config"])
+    variants = {
+        "foreign": ({**metadata, "format": "someone-else/1"}, "not a checkpoint of this tool"),
+        "resized": ({**metadata, "config": edited(config, "model.d_ff", 48)}, "weights do not match its model config"),
+        "future": ({**metadata, "config": edited(config, "model.rotary", True)}, "cannot be built by this version"),
+    }
+    for name, (meta, message) in variants.items():
+        save_file(tensors, str(tmp_path / f"{name}.safetensors"), metadata=meta)
+        with pytest.raises(UserError, match=message):
+            load_checkpoint(str(tmp_path / f"{name}.safetensors"))
+
+
+def edited(config, key: str, value) -> str:
+    """The YAML of `config` with one setting changed (or added)."""
+    config = config.copy()
+    OmegaConf.set_struct(config, False)
+    OmegaConf.update(config, key, value)
+    return OmegaConf.to_yaml(config)
 
 
 def start_training(corpus, tmp_path, run: Path, *extra: str) -> subprocess.Popen:
