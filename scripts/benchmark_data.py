@@ -43,20 +43,20 @@ def run_and_watch(cmd: list[str]) -> tuple[float, float]:
     kernel drops under pressure; anonymous memory (heap, tensors, the lengths index)
     is what the process really holds, so it is polled from /proc every 20 ms.
     """
-    log = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
-    status, rss, anon = Path(f"/proc/{proc.pid}/status"), 0, 0
-    while proc.poll() is None:
-        try:
-            fields = dict(line.split(":", 1) for line in status.read_text().splitlines())
-            rss = max(rss, int(fields["VmHWM"].split()[0]))
-            anon = max(anon, int(fields["RssAnon"].split()[0]))
-        except (OSError, KeyError, ValueError):
-            pass
-        time.sleep(0.02)
-    if proc.returncode != 0:
-        log.seek(0)
-        raise SystemExit(log.read()[-2000:])
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
+        status, rss, anon = Path(f"/proc/{proc.pid}/status"), 0, 0
+        while proc.poll() is None:
+            try:
+                fields = dict(line.split(":", 1) for line in status.read_text().splitlines())
+                rss = max(rss, int(fields["VmHWM"].split()[0]))
+                anon = max(anon, int(fields["RssAnon"].split()[0]))
+            except (OSError, KeyError, ValueError):
+                pass
+            time.sleep(0.02)
+        if proc.returncode != 0:
+            log.seek(0)
+            raise SystemExit(log.read()[-2000:])
     return rss / 1024, anon / 1024
 
 

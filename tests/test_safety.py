@@ -74,9 +74,12 @@ def test_foreign_and_incompatible_checkpoints_give_clear_errors(trained, tmp_pat
         "future": ({**metadata, "config": edited(config, "model.rotary", True)}, "cannot be built by this version"),
     }
     for name, (meta, message) in variants.items():
-        save_file(tensors, str(tmp_path / f"{name}.safetensors"), metadata=meta)
+        path = tmp_path / f"{name}.safetensors"
+        save_file(tensors, str(path), metadata=meta)
+        written = path.read_bytes()
         with pytest.raises(UserError, match=message):
-            load_checkpoint(str(tmp_path / f"{name}.safetensors"))
+            load_checkpoint(str(path))
+        assert path.read_bytes() == written  # refusing a checkpoint leaves it as it was
 
 
 def edited(config, key: str, value) -> str:
