@@ -3,12 +3,15 @@
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from safetensors.torch import load_file
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import transformer.trainer as trainer_module
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.trainer import Trainer
@@ -61,6 +64,31 @@ def test_resume_continues_exactly(corpus, tmp_path):
         torch.testing.assert_close(resumed[name], straight[name], atol=0, rtol=0, msg=name)
     state = load_checkpoint(str(tmp_path / "split" / "checkpoints" / "last.safetensors")).state
     assert state["progress"]["step"] == 7 and "exp_avg" in state["optimizer"]["state"]["0"]
+    # TensorBoard: the resumed curve carries on at step 5, once per step, on the straight run's schedule (no new warmup)
+    resumed_lr, straight_lr = scalars(tmp_path / "split", "train/lr"), scalars(tmp_path / "straight", "train/lr")
+    assert [step for step, _ in resumed_lr] == list(range(1, 8))
+    assert resumed_lr == straight_lr
+
+
+def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
+    """(step, value) of one TensorBoard scalar over every event file of a run, in step order."""
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    return sorted((e.step, e.value) for e in events.Scalars(tag))
+
+
+def test_patience_stops_after_validations_without_a_better_bleu(corpus, tmp_path, monkeypatch):
+    scripted = iter([10.0, 12.0, 11.0, 12.0, 13.0])  # best at the 2nd validation, then two without gain
+
+    def scripted_bleu(hyps, refs):
+        return SimpleNamespace(score=next(scripted))
+
+    monkeypatch.setattr(trainer_module.sacrebleu, "corpus_bleu", scripted_bleu)
+    overrides = [*toy_overrides(corpus, tmp_path), "trainer.val_every=1", "trainer.patience=2", "trainer.max_steps=20"]
+    trainer = make_trainer(overrides, tmp_path / "run")
+    trainer.fit()
+    assert trainer.step == 4 and trainer.best_bleu == 12.0
+    assert [step for step, _ in scalars(tmp_path / "run", "val/bleu")] == [1, 2, 3, 4]
 
 
 def test_keeps_last_and_best_step_checkpoints(corpus, tmp_path):

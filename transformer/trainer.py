@@ -79,7 +79,9 @@ class Trainer:
             self.train_model = DistributedDataParallel(self.model)
         if tcfg.compile:
             self.train_model = torch.compile(self.train_model)
-        self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=self.step or None) if self.main else None
+        # on resume, hide what an earlier session logged after its checkpoint (steps > self.step) from TensorBoard
+        purge = self.step + 1 if self.step else None
+        self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge) if self.main else None
         n_params = sum(p.numel() for p in self.model.parameters())
         log.info(
             "model: %.1fM parameters; %d training pairs; %s on %d process(es), %s",
