@@ -83,10 +83,12 @@ def test_valid_overrides_and_hydra_syntax_pass_the_key_check():
         ("model.n_heads=3", "not divisible by model.n_heads=3"),
         ("decoding.beam_size=0", "decoding.beam_size=0 must be at least 1"),
         ("data.max_len=0", "data.max_len=0 must be at least 1"),
+        ("data.subword_dropout=1.0", r"data.subword_dropout=1.0 must be in \[0, 1\)"),
+        ("data.subword_dropout=0.1 data.tokenizer.model_type=unigram", "needs data.tokenizer.model_type=bpe"),
         ("trainer.precision=fp8", "trainer.precision='fp8' is not one of fp32, bf16, fp16"),
     ],
 )
 def test_impossible_settings_are_rejected(override, message):
     check_config(make("train"))  # the defaults are fine
     with pytest.raises(UserError, match=message):
-        check_config(make("train", [override]))
+        check_config(make("train", override.split()))

@@ -2,9 +2,10 @@ import gzip
 
 import numpy as np
 import pytest
+import torch
 
 from tests.conftest import write_corpus
-from transformer.batching import collate, token_batches
+from transformer.batching import TrainBatches, collate, token_batches
 from transformer.config import DataConfig, SplitFiles
 from transformer.corpus import ParallelFiles, read_parallel, split_files
 from transformer.data import prepare
@@ -138,3 +139,22 @@ def test_a_failed_prepare_leaves_nothing_half_done(corpus, tmp_path):
         prepare(cfg)
     assert list((tmp_path / "prepared").iterdir()) == []
     assert corpus["train"][0].exists() and src.read_text() == "un\ndeux\n"  # inputs untouched
+
+
+def test_subword_sampling_resegments_training_batches_reproducibly(corpus, tmp_path):
+    prepared = prepare(files_config(corpus, tmp_path))
+    train = prepared.split("train")
+    plain = TrainBatches.from_dataset(train, 128, 256, seed=3)
+    sampled = TrainBatches.from_dataset(train, 128, 256, seed=3, sampling=(prepared.tokenizer, 0.3))
+    batch = plain.epoch(0)[0]
+    fixed = plain.collate(batch, epoch=0)
+    first, again, later = (sampled.collate(batch, epoch=e) for e in (0, 0, 1))
+
+    def text(b):
+        return prepared.tokenizer.decode_tgt([[t for t in row if t > EOS_ID] for row in b.tgt_out.tolist()])
+
+    assert text(first) == text(fixed)  # the same sentences
+    assert first.n_tokens > fixed.n_tokens  # split into more pieces
+    assert torch.equal(first.src, again.src) and torch.equal(first.tgt_out, again.tgt_out)  # a function of the seed
+    assert not (torch.equal(first.src, later.src) and torch.equal(first.tgt_out, later.tgt_out))  # new each epoch
+    assert torch.equal(plain.collate(batch, epoch=1).tgt_out, fixed.tgt_out)  # off: the prepared ids

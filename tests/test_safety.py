@@ -148,7 +148,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(corpus, tmp_path, monke
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     real = trainer_module.loss_sum
     monkeypatch.setattr(trainer_module, "loss_sum", lambda *args: real(*args) * float("nan"))
-    batches = [trainer.train_data.collate(idx) for idx in trainer.train_data.epoch(0)[:3]]
+    batches = [trainer.train_data.collate(idx, 0) for idx in trainer.train_data.epoch(0)[:3]]
     for batch in batches[:2]:
         trainer.train_step([batch])
     assert trainer.step == 0 and trainer.nonfinite == 2

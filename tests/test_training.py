@@ -53,8 +53,9 @@ def weights(run_dir: Path) -> dict[str, torch.Tensor]:
     }
 
 
-def test_resume_continues_exactly(corpus, tmp_path):
-    base = toy_overrides(corpus, tmp_path)
+@pytest.mark.parametrize("extra", [[], ["data.subword_dropout=0.1"]], ids=["plain", "bpe_dropout"])
+def test_resume_continues_exactly(corpus, tmp_path, extra):
+    base = [*toy_overrides(corpus, tmp_path), *extra]
     train([*base, "trainer.max_steps=4"], tmp_path / "split")
     train([*base, "trainer.max_steps=7", "trainer.resume=true"], tmp_path / "split")
     train([*base, "trainer.max_steps=7"], tmp_path / "straight")

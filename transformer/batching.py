@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +84,30 @@ class TrainBatches:
     so a process touches just its own share of a corpus larger than memory.
     """
 
-    def __init__(self, ds: datasets.Dataset, rows: np.ndarray, lengths: np.ndarray, batch_tokens: int, seed: int):
-        self.ds = ds.select_columns(["src_ids", "tgt_ids"])
+    def __init__(
+        self,
+        ds: datasets.Dataset,
+        rows: np.ndarray,
+        lengths: np.ndarray,
+        batch_tokens: int,
+        seed: int,
+        sampling: tuple[Tokenizer, float] | None = None,
+    ):
+        self.sampling = sampling  # (tokenizer, BPE-dropout): re-encode each batch's text with dropout
+        self.ds = ds.select_columns(["src", "tgt"] if sampling else ["src_ids", "tgt_ids"])
         self.rows, self.lengths = rows, lengths  # kept dataset rows (N,), their (N, 2) lengths with EOS/BOS
         self.batch_tokens, self.seed = batch_tokens, seed
 
     @classmethod
-    def from_dataset(cls, ds: datasets.Dataset, max_len: int, batch_tokens: int, seed: int) -> "TrainBatches":
-        """Pairs longer than `max_len` tokens (with EOS) are dropped and counted."""
+    def from_dataset(
+        cls,
+        ds: datasets.Dataset,
+        max_len: int,
+        batch_tokens: int,
+        seed: int,
+        sampling: tuple[Tokenizer, float] | None = None,
+    ) -> "TrainBatches":
+        """Pairs longer than `max_len` tokens (with EOS) are dropped and counted; both use deterministic lengths."""
         table = ds.with_format("numpy", columns=["src_len", "tgt_len"])[:]
         lengths = np.stack([table["src_len"], table["tgt_len"]], axis=1).astype(np.int32) + 1
         rows = np.flatnonzero(lengths.max(axis=1) <= max_len)
@@ -102,7 +118,7 @@ class TrainBatches:
                 len(lengths),
                 max_len,
             )
-        return cls(ds, rows, lengths[rows], batch_tokens, seed)
+        return cls(ds, rows, lengths[rows], batch_tokens, seed, sampling)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -111,6 +127,12 @@ class TrainBatches:
         """Batches (positions into the kept pairs) for `epoch`, deterministic given the seed."""
         return token_batches(self.lengths, self.batch_tokens, np.random.default_rng([self.seed, epoch]))
 
-    def collate(self, indices: np.ndarray) -> Batch:
+    def collate(self, indices: np.ndarray, epoch: int) -> Batch:
+        """The padded batch of `indices`; with sampling, its segmentation depends on (seed, epoch, batch)."""
         pairs = self.ds[self.rows[indices].tolist()]
-        return collate(pairs["src_ids"], pairs["tgt_ids"])
+        if self.sampling is None:
+            return collate(pairs["src_ids"], pairs["tgt_ids"])
+        tokenizer, dropout = self.sampling
+        state = np.random.SeedSequence([self.seed, epoch, int(indices[0])]).generate_state(2)
+        seeds = state % 0xFFFFFFFF  # SentencePiece ignores the seed 2**32 - 1
+        return collate(*tokenizer.sample_pairs(pairs["src"], pairs["tgt"], dropout, (int(seeds[0]), int(seeds[1]))))

@@ -54,6 +54,10 @@ class DataConfig:
     extra_train: dict[str, dict[str, str]] = field(default_factory=dict)  # NAME -> {src: PATH, tgt: PATH}
     prepared_dir: str = "data/prepared"  # tokenizers and tokenized Arrow datasets
     max_len: int = 128  # training pairs longer than this (in tokens, either side) are dropped
+    # BPE-dropout (Provilkov et al. 2020) of training pairs: each batch is re-encoded from its text with
+    # this probability of skipping a merge (model_type=bpe); 0 = off. max_len and batch_tokens apply to
+    # the deterministic segmentation. Val, test and translation always use the deterministic one.
+    subword_dropout: float = 0.0
     num_proc: int = 1  # processes for tokenization
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
 
@@ -192,6 +196,11 @@ def _at_least(problems: list[str], key: str, value, low) -> None:
         problems.append(f"{key}={value} must be at least {low}")
 
 
+def _in_range(problems: list[str], key: str, value, low, high) -> None:
+    if not low <= value < high:
+        problems.append(f"{key}={value} must be in [{low}, {high})")
+
+
 def check_config(cfg) -> None:
     """Reject impossible combinations before any work starts (types are Hydra's job)."""
     problems: list[str] = []
@@ -205,6 +214,9 @@ def check_config(cfg) -> None:
         _at_least(problems, "data.max_len", cfg.data.max_len, 1)
         _choice(problems, "data.tokenizer.model_type", cfg.data.tokenizer.model_type, ("bpe", "unigram"))
         _at_least(problems, "data.tokenizer.vocab_size", cfg.data.tokenizer.vocab_size, 8)
+        _in_range(problems, "data.subword_dropout", cfg.data.subword_dropout, 0, 1)
+        if cfg.data.subword_dropout > 0 and cfg.data.tokenizer.model_type != "bpe":
+            problems.append("data.subword_dropout is BPE-dropout: it needs data.tokenizer.model_type=bpe")
     if "optim" in cfg:
         _choice(problems, "optim.schedule", cfg.optim.schedule, ("inverse_sqrt", "linear"))
     if "trainer" in cfg:

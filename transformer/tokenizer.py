@@ -70,6 +70,18 @@ class Tokenizer:
         """Subword ids of target sentences, without BOS/EOS."""
         return self.tgt.encode(list(sentences))
 
+    def sample_pairs(
+        self, src: list[str], tgt: list[str], dropout: float, seeds: tuple[int, int]
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """Subword ids of sentence pairs under BPE-dropout, the same for the same `seeds` (source, target)."""
+        options = {"enable_sampling": True, "alpha": dropout, "num_threads": 1}
+        # SentencePiece seeds a thread's generator from its global seed when the thread first samples;
+        # each batch encode runs on a fresh worker thread, so the seed set just before it decides the draw.
+        spm.set_random_generator_seed(seeds[0])
+        src_ids = self.src.encode(src, **options)
+        spm.set_random_generator_seed(seeds[1])
+        return src_ids, self.tgt.encode(tgt, **options)
+
     def decode_tgt(self, ids: Iterable[list[int]]) -> list[str]:
         """Detokenized target text."""
         return self.tgt.decode([list(x) for x in ids])

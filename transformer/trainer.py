@@ -57,8 +57,9 @@ class Trainer:
         resume_from = self._resume_file(tcfg.resume) if tcfg.resume else None
         self.data = self._prepare(cfg)
         self.tokenizer = self.data.tokenizer
+        sampling = (self.tokenizer, cfg.data.subword_dropout) if cfg.data.subword_dropout > 0 else None
         self.train_data = TrainBatches.from_dataset(
-            self.data.split(cfg.data.train_split), cfg.data.max_len, tcfg.batch_tokens, tcfg.seed
+            self.data.split(cfg.data.train_split), cfg.data.max_len, tcfg.batch_tokens, tcfg.seed, sampling
         )
         val = self.data.split(cfg.data.val_split)
         n_val = tcfg.val_max_sentences or len(val)
@@ -270,14 +271,14 @@ class Trainer:
         """Wall-clock seconds spent training this run, over all its sessions."""
         return self.seconds_before + time.time() - self.started
 
-    def _steps(self, batches: list[np.ndarray]) -> Iterator[list[Batch]]:
+    def _steps(self, batches: list[np.ndarray], epoch: int) -> Iterator[list[Batch]]:
         """This process' micro-batches for each remaining step of the epoch, collated one step ahead."""
         accumulate = self.cfg.trainer.accumulate
         per_step = self.world * accumulate
 
         def load(position: int) -> list[Batch]:
             mine = batches[position + self.rank * accumulate :][:accumulate]
-            return [self.train_data.collate(idx) for idx in mine]
+            return [self.train_data.collate(idx, epoch) for idx in mine]
 
         with ThreadPoolExecutor(max_workers=1) as pool:
             position = self.position
@@ -308,12 +309,13 @@ class Trainer:
             batches = self.train_data.epoch(self.epoch)
             if self.position == 0 and self.main:
                 log.info(
-                    "epoch %d: %d batches; padding %.1f%%",
+                    "epoch %d: %d batches; padding %.1f%%%s",
                     self.epoch,
                     len(batches),
                     100 * padding_fraction(self.train_data.lengths, batches),
+                    " before BPE-dropout" if self.train_data.sampling else "",
                 )
-            for micro in self._steps(batches):
+            for micro in self._steps(batches, self.epoch):
                 loss = self.train_step(micro)
                 self.position += per_step
                 tokens += distributed.all_sum(sum(b.n_tokens for b in micro), self.device)
