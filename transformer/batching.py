@@ -134,5 +134,5 @@ class TrainBatches:
             return collate(pairs["src_ids"], pairs["tgt_ids"])
         tokenizer, dropout = self.sampling
         state = np.random.SeedSequence([self.seed, epoch, int(indices[0])]).generate_state(2)
-        seeds = state % 0xFFFFFFFF  # SentencePiece ignores the seed 2**32 - 1
-        return collate(*tokenizer.sample_pairs(pairs["src"], pairs["tgt"], dropout, (int(seeds[0]), int(seeds[1]))))
+        src_seed, tgt_seed = (state % 0xFFFFFFFF).tolist()  # SentencePiece ignores the seed 2**32 - 1
+        return collate(*tokenizer.sample_pairs(pairs["src"], pairs["tgt"], dropout, (src_seed, tgt_seed)))
