@@ -6,6 +6,7 @@ from hydra.errors import ConfigCompositionException
 
 from transformer.cli import CONFIG_PATH, check_override
 from transformer.config import EvaluateConfig, TrainConfig, check_config
+from transformer.data import prepared_path
 from transformer.errors import UserError
 
 
@@ -92,3 +93,19 @@ def test_impossible_settings_are_rejected(override, message):
     check_config(make("train"))  # the defaults are fine
     with pytest.raises(UserError, match=message):
         check_config(make("train", override.split()))
+
+
+def test_the_tatoeba_recipe_resolves_its_corpus_paths_for_the_prepared_data_name(tmp_path):
+    """Its extra corpus paths interpolate `${data.src_lang}`, which must resolve against the whole config."""
+    names = {
+        (exp, src, tgt): prepared_path(
+            make(
+                "train",
+                [f"+experiment={exp}", f"data.src_lang={src}", f"data.tgt_lang={tgt}", f"data.prepared_dir={tmp_path}"],
+            ).data,
+            {},
+        )
+        for exp in ("tatoeba_multi30k", "multi30k_cpu_fren")
+        for src, tgt in (("fr", "en"), ("en", "fr"))
+    }
+    assert len(set(names.values())) == 4

@@ -27,8 +27,11 @@ LAYOUT = 2  # version of the prepared directory's layout; part of its hash
 
 
 def _settings(cfg: DataConfig) -> dict:
-    """The settings that determine the prepared data (not max_len: that is applied when training)."""
-    data = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+    """The settings that determine the prepared data (not max_len: that is applied when training).
+
+    A Hydra node is resolved where it sits, so interpolations such as `${data.src_lang}` find their root."""
+    node = cfg if OmegaConf.is_config(cfg) else OmegaConf.structured(cfg)
+    data = OmegaConf.to_container(node, resolve=True)
     keys = ("name", "src_lang", "tgt_lang", "train", "val", "test", "extra_train", "tokenizer")
     return {"layout": LAYOUT, **{key: data[key] for key in keys}}
 
