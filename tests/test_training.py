@@ -69,6 +69,9 @@ def test_resume_continues_exactly(corpus, tmp_path, extra):
     resumed_lr, straight_lr = scalars(tmp_path / "split", "train/lr"), scalars(tmp_path / "straight", "train/lr")
     assert [step for step, _ in resumed_lr] == list(range(1, 8))
     assert resumed_lr == straight_lr
+    # the training clock carries on from the checkpoint's minutes instead of restarting at zero
+    minutes = [value for _, value in scalars(tmp_path / "split", "train/minutes")]
+    assert len(minutes) == 7 and minutes == sorted(minutes) and minutes[0] > 0
 
 
 def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:

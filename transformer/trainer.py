@@ -325,7 +325,8 @@ class Trainer:
                     bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}")
                     if bar.disable:  # without a progress bar, a log line every log_every steps
                         log.info("step %d: loss %.3f, lr %.2e, %.0f tokens/s", self.step, loss, lr, rate)
-                    for name, value in (("loss", loss), ("lr", lr), ("tokens_per_s", rate)):
+                    minutes = self.train_seconds() / 60  # the run's clock, carried across resumes
+                    for name, value in (("loss", loss), ("lr", lr), ("tokens_per_s", rate), ("minutes", minutes)):
                         self.writer.add_scalar(f"train/{name}", value, self.step)
                     tokens, tick = 0.0, time.time()
                 if self.main and self.step % limits.val_every == 0 and self.step != last_validated:
