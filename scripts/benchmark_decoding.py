@@ -18,46 +18,15 @@ import time
 from collections.abc import Callable
 
 import torch
+from hf_marian import BOS, PAD, SIZES, marian
 
 from transformer.decoding import beam_search, greedy_decode
 from transformer.model import Transformer
-
-SIZES = {  # d_model, heads, layers (each side), d_ff
-    "small": (256, 4, 3, 1024),
-    "base": (512, 8, 6, 2048),
-}
-BOS, EOS, PAD = 1, 2, 0
 
 
 def ours(size: str, vocab: int) -> Transformer:
     d, h, layers, ff = SIZES[size]
     return Transformer(vocab, vocab, d, h, layers, layers, ff, dropout=0.0, joint_vocab=True).eval()
-
-
-def marian(size: str, vocab: int):
-    """A randomly initialised MarianMT of the same size, or None without `transformers`."""
-    try:
-        from transformers import MarianConfig, MarianMTModel
-    except ImportError:
-        return None
-    d, h, layers, ff = SIZES[size]
-    config = MarianConfig(
-        vocab_size=vocab,
-        d_model=d,
-        encoder_layers=layers,
-        decoder_layers=layers,
-        encoder_attention_heads=h,
-        decoder_attention_heads=h,
-        encoder_ffn_dim=ff,
-        decoder_ffn_dim=ff,
-        max_position_embeddings=512,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-        decoder_start_token_id=BOS,
-        forced_eos_token_id=None,
-        dropout=0.0,
-    )
-    return MarianMTModel(config).eval()
 
 
 def hf_generate(model, src: torch.Tensor, beams: int, out_len: int) -> Callable[[], object]:
@@ -94,9 +63,9 @@ def cases(args: argparse.Namespace) -> dict[str, Callable]:
     if not args.no_uncached:
         runs["ours greedy (no cache)"] = lambda: greedy_decode(model, src, BOS, -1, out_len, use_cache=False)
         runs["ours beam5 (no cache)"] = lambda: beam_search(model, src, 5, BOS, -1, out_len, use_cache=False)
-    hf = marian(size, vocab)
+    hf = marian(size, vocab, dropout=0.0)
     if hf is not None:
-        hf = hf.to(device, dtype)
+        hf = hf.to(device, dtype).eval()
         runs["HF greedy"] = hf_generate(hf, src, 1, out_len)
         runs["HF beam5"] = hf_generate(hf, src, 5, out_len)
     return runs

@@ -20,14 +20,12 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from hf_marian import PAD, SIZES, marian
 
 from transformer.batching import collate
 from transformer.model import Transformer
 from transformer.optim import loss_sum
 from transformer.runtime import autocast
-
-SIZES = {"small": (256, 4, 3, 1024), "base": (512, 8, 6, 2048)}  # d_model, heads, layers per side, d_ff
-PAD, BOS, EOS = 0, 1, 2
 
 
 def random_batch(sentences: int, length: int, vocab: int):
@@ -56,27 +54,10 @@ def ours_step(size: str, vocab: int, batch, precision: str, device: torch.device
 
 
 def marian_step(size: str, vocab: int, batch, device: torch.device) -> Callable[[], None] | None:
-    try:
-        from transformers import MarianConfig, MarianMTModel
-    except ImportError:
+    model = marian(size, vocab, dropout=0.1)
+    if model is None:
         return None
-    d, h, layers, ff = SIZES[size]
-    config = MarianConfig(
-        vocab_size=vocab,
-        d_model=d,
-        encoder_layers=layers,
-        decoder_layers=layers,
-        encoder_attention_heads=h,
-        decoder_attention_heads=h,
-        encoder_ffn_dim=ff,
-        decoder_ffn_dim=ff,
-        max_position_embeddings=512,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-        decoder_start_token_id=BOS,
-        dropout=0.1,
-    )
-    model = MarianMTModel(config).to(device).train()
+    model = model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
     mask = batch.src != PAD
 

@@ -1,0 +1,30 @@
+"""Hugging Face MarianMT of our model sizes, for the benchmarks and the reference run (needs the `bench` extra)."""
+
+SIZES = {"small": (256, 4, 3, 1024), "base": (512, 8, 6, 2048)}  # d_model, heads, layers per side, d_ff
+PAD, BOS, EOS = 0, 1, 2  # our SentencePiece ids, which MarianMT is configured to use
+
+
+def marian(size: str, vocab: int, dropout: float):
+    """A randomly initialised MarianMT of `size` over our joint vocabulary, or None without `transformers`."""
+    try:
+        from transformers import MarianConfig, MarianMTModel
+    except ImportError:
+        return None
+    d, h, layers, ff = SIZES[size]
+    config = MarianConfig(
+        vocab_size=vocab,
+        d_model=d,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=h,
+        decoder_attention_heads=h,
+        encoder_ffn_dim=ff,
+        decoder_ffn_dim=ff,
+        max_position_embeddings=512,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        decoder_start_token_id=BOS,
+        forced_eos_token_id=None,
+        dropout=dropout,
+    )
+    return MarianMTModel(config)
