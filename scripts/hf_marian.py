@@ -5,7 +5,10 @@ PAD, BOS, EOS = 0, 1, 2  # our SentencePiece ids, which MarianMT is configured t
 
 
 def marian(size: str, vocab: int, dropout: float):
-    """A randomly initialised MarianMT of `size` over our joint vocabulary, or None without `transformers`."""
+    """A randomly initialised MarianMT of `size` over our joint vocabulary, or None without `transformers`.
+
+    Set as the Helsinki-NLP opus-mt models are (swish, embeddings scaled by sqrt(d_model)); the library's bare
+    defaults (gelu, unscaled embeddings under sinusoidal positions of norm ~sqrt(d/2)) train far more slowly."""
     try:
         from transformers import MarianConfig, MarianMTModel
     except ImportError:
@@ -26,5 +29,7 @@ def marian(size: str, vocab: int, dropout: float):
         decoder_start_token_id=BOS,
         forced_eos_token_id=None,
         dropout=dropout,
+        activation_function="swish",
+        scale_embedding=True,
     )
     return MarianMTModel(config)
