@@ -97,7 +97,7 @@ def main() -> None:
     data = TrainBatches.from_dataset(prepared.split("train"), args.max_len, args.batch_tokens, args.seed)
     steps = train(model, data, args)
     rows = []
-    for split in prepared.meta["splits"][1:]:  # val and the test splits
+    for split in [s for s in prepared.meta["splits"] if s != "train"]:  # val and the test splits
         ds = prepared.split(split)
         hyps = translate(model, prepared, ds["src_ids"], 64)
         bleu, chrf = sacrebleu.corpus_bleu(hyps, [ds["tgt"]]), sacrebleu.corpus_chrf(hyps, [ds["tgt"]])
