@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
-from hf_marian import PAD, SIZES, marian
+from hf_marian import SIZES, marian, marian_loss
 
 from transformer.batching import collate
 from transformer.model import Transformer
@@ -59,12 +58,10 @@ def marian_step(size: str, vocab: int, batch, device: torch.device) -> Callable[
         return None
     model = model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
-    mask = batch.src != PAD
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        logits = model(input_ids=batch.src, attention_mask=mask, decoder_input_ids=batch.tgt_in).logits
-        loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=0.1)
+        loss = marian_loss(model, batch, 0.1)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

@@ -1,5 +1,7 @@
 """Hugging Face MarianMT of our model sizes, for the benchmarks and the reference run (needs the `bench` extra)."""
 
+import torch.nn.functional as F
+
 SIZES = {"small": (256, 4, 3, 1024), "base": (512, 8, 6, 2048)}  # d_model, heads, layers per side, d_ff
 PAD, BOS, EOS = 0, 1, 2  # our SentencePiece ids, which MarianMT is configured to use
 
@@ -33,3 +35,11 @@ def marian(size: str, vocab: int, dropout: float):
         scale_embedding=True,
     )
     return MarianMTModel(config)
+
+
+def marian_loss(model, batch, label_smoothing: float):
+    """Mean label-smoothed cross-entropy of MarianMT on one of our padded batches (teacher forcing)."""
+    logits = model(input_ids=batch.src, attention_mask=batch.src != PAD, decoder_input_ids=batch.tgt_in).logits
+    return F.cross_entropy(
+        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
+    )

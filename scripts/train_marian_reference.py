@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 import sacrebleu
 import torch
-import torch.nn.functional as F
-from hf_marian import EOS, PAD, marian
+from hf_marian import EOS, PAD, marian, marian_loss
 from tqdm import tqdm
 
 from transformer.batching import TrainBatches, pad
@@ -40,10 +39,7 @@ def train(model, data: TrainBatches, args: argparse.Namespace) -> int:
             step += 1
             for group in optimizer.param_groups:
                 group["lr"] = args.lr * inverse_sqrt(step, args.warmup)
-            logits = model(input_ids=batch.src, attention_mask=batch.src != PAD, decoder_input_ids=batch.tgt_in).logits
-            loss = F.cross_entropy(
-                logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=args.label_smoothing
-            )
+            loss = marian_loss(model, batch, args.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
