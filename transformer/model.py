@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from transformer.attention import MultiHeadAttention, padding_mask
 from transformer.cache import DecoderCache
+from transformer.linear import Linear
 
 
 def sinusoidal_positions(n_positions: int, d_model: int) -> Tensor:
@@ -30,8 +31,8 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float):
         super().__init__()
-        self.fc1 = nn.Linear(d_model, d_ff)
-        self.fc2 = nn.Linear(d_ff, d_model)
+        self.fc1 = Linear(d_model, d_ff)
+        self.fc2 = Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -152,7 +153,7 @@ class Transformer(nn.Module):
         # Pre-norm leaves the residual stream unnormalised; normalise once at the end.
         self.encoder_norm = nn.LayerNorm(d_model) if pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d_model) if pre_norm else nn.Identity()
-        self.output = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self.output = Linear(d_model, tgt_vocab_size, bias=False)
         self._init_weights()
         if tie_embeddings:
             self.output.weight = self.tgt_embed.weight
