@@ -41,7 +41,8 @@ class DecoderCache:
         `sentences` (indices into the current sentences) shrinks the cross-attention
         cache when finished sentences leave the batch.
         """
-        torch.index_select(self.buffer[: self.rows], 0, rows, out=self.spare[: rows.numel()])
+        filled = self.buffer[: self.rows, :, :, : self.length]  # positions past `length` hold nothing yet
+        torch.index_select(filled, 0, rows, out=self.spare[: rows.numel(), :, :, : self.length])
         self.buffer, self.spare, self.rows = self.spare, self.buffer, rows.numel()
         if sentences is not None:
             self.cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv]
