@@ -8,6 +8,8 @@ Calls are interleaved round by round and the median time of each is reported.
     python scripts/benchmark_decoding.py --size small --json     # ... and a JSON last line
     python scripts/benchmark_decoding.py --size base --device cuda --dtype bfloat16
 
+On CPU our linear maps run through oneDNN with pre-packed weights (transformer/linear.py);
+`--unpacked` adds our runs with oneDNN off, i.e. through `F.linear` as MarianMT does.
 Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`).
 """
 
@@ -49,6 +51,16 @@ def hf_generate(model, src: torch.Tensor, beams: int, out_len: int) -> Callable[
     return run
 
 
+def without_onednn(run: Callable[[], object]) -> Callable[[], object]:
+    """`run` with oneDNN off, so our linear maps fall back to `F.linear` (MKL's sgemm on CPU)."""
+
+    def unpacked():
+        with torch.backends.mkldnn.flags(enabled=False):
+            return run()
+
+    return unpacked
+
+
 def cases(args: argparse.Namespace) -> dict[str, Callable]:
     """The timed calls: ours (cached, and uncached unless --no-uncached) and HF's, on one random batch."""
     size, vocab, out_len = args.size, args.vocab, args.out_len
@@ -60,6 +72,9 @@ def cases(args: argparse.Namespace) -> dict[str, Callable]:
         "ours greedy": lambda: greedy_decode(model, src, BOS, -1, out_len),
         "ours beam5": lambda: beam_search(model, src, 5, BOS, -1, out_len),
     }
+    if args.unpacked:
+        runs["ours greedy (unpacked)"] = without_onednn(runs["ours greedy"])
+        runs["ours beam5 (unpacked)"] = without_onednn(runs["ours beam5"])
     if not args.no_uncached:
         runs["ours greedy (no cache)"] = lambda: greedy_decode(model, src, BOS, -1, out_len, use_cache=False)
         runs["ours beam5 (no cache)"] = lambda: beam_search(model, src, 5, BOS, -1, out_len, use_cache=False)
@@ -96,6 +111,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
     parser.add_argument("--no-uncached", action="store_true", help="skip the slow uncached runs")
+    parser.add_argument("--unpacked", action="store_true", help="also time ours with oneDNN off (F.linear)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weights of both models")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
@@ -127,6 +143,10 @@ def main() -> None:
         result["kv_speedup"] = round(seconds["ours greedy (no cache)"] / seconds["ours greedy"], 3)
         result["kv_speedup_beam"] = round(seconds["ours beam5 (no cache)"] / seconds["ours beam5"], 3)
         print(f"KV cache speed-up: greedy {result['kv_speedup']:.2f}x, beam5 {result['kv_speedup_beam']:.2f}x")
+    if "ours greedy (unpacked)" in seconds:
+        result["packed_speedup"] = round(seconds["ours greedy (unpacked)"] / seconds["ours greedy"], 3)
+        result["packed_speedup_beam"] = round(seconds["ours beam5 (unpacked)"] / seconds["ours beam5"], 3)
+        print(f"packed weights: greedy {result['packed_speedup']:.2f}x, beam5 {result['packed_speedup_beam']:.2f}x")
     if args.json:
         print(json.dumps(result))
 
