@@ -17,6 +17,7 @@ import argparse
 import json
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -55,7 +56,8 @@ def without_onednn(run: Callable[[], object]) -> Callable[[], object]:
     """`run` with oneDNN off, so our linear maps fall back to `F.linear` (MKL's sgemm on CPU)."""
 
     def unpacked():
-        with torch.backends.mkldnn.flags(enabled=False):
+        with warnings.catch_warnings(), torch.backends.mkldnn.flags(enabled=False):
+            warnings.filterwarnings("ignore", message="TF32 acceleration")  # the flags' note about Intel GPUs
             return run()
 
     return unpacked

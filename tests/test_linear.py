@@ -20,7 +20,7 @@ def test_packed_inference_equals_f_linear_and_takes_the_packed_path(shape, bias)
     with torch.inference_mode():
         assert packable(x, layer.weight)
         out = layer(x)
-    assert layer.packed._packed is not None
+    assert layer.packed._cached is not None
     torch.testing.assert_close(out, F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
 
 
@@ -52,7 +52,7 @@ def test_training_uses_autograd():
     layer, x = Linear(16, 24), torch.randn(5, 16)
     assert not packable(x, layer.weight)  # grad is enabled
     layer(x).sum().backward()
-    assert layer.weight.grad is not None and layer.packed._packed is None
+    assert layer.weight.grad is not None and layer.packed._cached is None
 
 
 def test_loaded_weights_replace_the_packed_ones():

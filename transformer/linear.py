@@ -36,18 +36,18 @@ class PackedLinear:
     """
 
     def __init__(self):
-        self._key: tuple | None = None
-        self._packed: Tensor | None = None
+        self._cached: tuple | None = None  # (weakref to the packed weight's base, its key, the packed copy)
 
     def __call__(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         if not packable(x, weight):
             return F.linear(x, weight, bias)
         base = weight if weight._base is None else weight._base
         key = (weight.data_ptr(), weight.shape, weight.dtype, weight._version)
-        if self._key is None or self._key[0]() is not base or self._key[1:] != key:
-            self._key = (weakref.ref(base), *key)
-            self._packed = torch.ops.mkldnn._reorder_linear_weight(weight, x.numel() // x.size(-1))
-        return torch.ops.mkldnn._linear_pointwise(x, self._packed, bias, "none", [], "")
+        cached = self._cached  # read once: another thread may replace it, never half-way
+        if cached is None or cached[0]() is not base or cached[1] != key:
+            packed = torch.ops.mkldnn._reorder_linear_weight(weight, x.numel() // x.size(-1))
+            cached = self._cached = (weakref.ref(base), key, packed)
+        return torch.ops.mkldnn._linear_pointwise(x, cached[2], bias, "none", [], "")
 
     def __deepcopy__(self, memo: dict) -> "PackedLinear":
         return PackedLinear()  # a copy packs its own weights when first used
