@@ -6,22 +6,26 @@ import torch.nn.functional as F
 
 from tests.conftest import tiny_model
 from transformer.decoding import greedy_decode
-from transformer.linear import Linear, PackedLinear, packable
+from transformer.linear import X86_64, Linear, PackedLinear, packable
 
-needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
+needs_onednn = pytest.mark.skipif(
+    not (X86_64 and torch.backends.mkldnn.is_available()), reason="packing is used on x86-64 with oneDNN only"
+)
 
 
 @needs_onednn
 @pytest.mark.parametrize("shape", [(5, 16), (3, 4, 16)])
 @pytest.mark.parametrize("bias", [True, False])
-def test_packed_inference_equals_f_linear_and_takes_the_packed_path(shape, bias):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packed_inference_equals_f_linear_and_takes_the_packed_path(shape, bias, dtype):
     torch.manual_seed(0)
-    layer, x = Linear(16, 24, bias=bias), torch.randn(shape)
+    layer, x = Linear(16, 24, bias=bias).to(dtype), torch.randn(shape, dtype=dtype)
     with torch.inference_mode():
         assert packable(x, layer.weight)
         out = layer(x)
-    assert layer.packed._cached is not None
-    torch.testing.assert_close(out, F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+    assert layer.packed._cached is not None and out.dtype == dtype
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out, F.linear(x, layer.weight, layer.bias), atol=tol, rtol=tol)
 
 
 @needs_onednn

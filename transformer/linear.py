@@ -4,20 +4,25 @@ On CPU, `F.linear` calls MKL's sgemm; on the AMD CPUs we measured, oneDNN with t
 weight reordered once into its blocked layout does the same fp32 products 2-3× faster
 for the 32-160-row matrices of step-by-step decoding (`scripts/benchmark_decoding.py`).
 The packed copy is made on first use and made again whenever the weight changes.
-Training (autograd), autocast, other devices and other dtypes use `F.linear`.
+Training (autograd), autocast, other devices and dtypes, and CPUs other than x86-64
+(where this was not measured) use `F.linear`.
 """
 
+import platform
 import weakref
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+X86_64 = platform.machine().lower() in ("x86_64", "amd64")
+
 
 def packable(x: Tensor, weight: Tensor) -> bool:
     """Whether x @ weightᵀ may take the packed oneDNN path: CPU inference in fp32 or bf16."""
     return (
-        x.device.type == "cpu"
+        X86_64
+        and x.device.type == "cpu"
         and not torch.is_grad_enabled()
         and not torch.is_autocast_enabled("cpu")
         and x.dtype == weight.dtype
