@@ -9,7 +9,8 @@ Calls are interleaved round by round and the median time of each is reported.
     python scripts/benchmark_decoding.py --size base --device cuda --dtype bfloat16
 
 On CPU our linear maps run through oneDNN with pre-packed weights (transformer/linear.py);
-`--unpacked` adds our runs with oneDNN off, i.e. through `F.linear` as MarianMT does.
+`--unpacked` adds our runs with oneDNN off, i.e. through `F.linear` as MarianMT does;
+`--products` instead times the decoder's matrix products alone both ways, in GFLOP/s.
 Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`).
 """
 
@@ -21,9 +22,11 @@ import warnings
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from hf_marian import BOS, PAD, SIZES, marian
 
 from transformer.decoding import beam_search, greedy_decode
+from transformer.linear import Linear, packed_weights
 from transformer.model import Transformer
 
 
@@ -103,6 +106,32 @@ def measure(runs: dict[str, Callable], rounds: int, device: torch.device) -> dic
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def product_gflops(rows: int, k: int, n: int, rounds: int, calls: int = 50) -> dict[str, float]:
+    """GFLOP/s of one (rows × k)·(k × n) product through F.linear and through a packed weight."""
+    layer, x = Linear(k, n), torch.randn(rows, k)
+
+    def repeated(product: Callable[[], object]) -> Callable[[], object]:
+        return lambda: [product() for _ in range(calls)]
+
+    with torch.inference_mode(), packed_weights(layer):
+        plain, packed = repeated(lambda: F.linear(x, layer.weight, layer.bias)), repeated(lambda: layer(x))
+        seconds = measure({"F.linear": plain, "packed": packed}, rounds, x.device)
+    return {name: 2 * rows * k * n * calls / sec / 1e9 for name, sec in seconds.items()}
+
+
+def products(args: argparse.Namespace) -> None:
+    """The decoder's products (rows: the greedy batch, then beam 5's) through F.linear and packed oneDNN."""
+    d, _, _, ff = SIZES[args.size]
+    shapes = {"qkv": (d, 3 * d), "attention out": (d, d), "ff in": (d, ff), "ff out": (ff, d), "vocab": (d, args.vocab)}
+    print(f"{args.size}, fp32, {torch.get_num_threads()} threads, GFLOP/s, median of {args.rounds} rounds of 50 calls")
+    print(f"{'rows':>5} {'product':14} {'F.linear':>9} {'packed':>9} {'ratio':>6}")
+    for rows in (args.batch, 5 * args.batch):
+        for name, (k, n) in shapes.items():
+            gflops = product_gflops(rows, k, n, args.rounds)
+            ratio = gflops["packed"] / gflops["F.linear"]
+            print(f"{rows:5} {name:14} {gflops['F.linear']:9.0f} {gflops['packed']:9.0f} {ratio:5.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=SIZES, default="small")
@@ -114,12 +143,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
     parser.add_argument("--no-uncached", action="store_true", help="skip the slow uncached runs")
     parser.add_argument("--unpacked", action="store_true", help="also time ours with oneDNN off (F.linear)")
+    parser.add_argument("--products", action="store_true", help="time the decoder's matrix products alone")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weights of both models")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.products:
+        return products(args)
     seconds = measure(cases(args), args.rounds, torch.device(args.device))
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"{torch.get_num_threads()} threads"
     print(

@@ -57,7 +57,7 @@ class MultiHeadAttention(nn.Module):
         self.q_bias = nn.Parameter(torch.zeros(d_model))
         self.v_bias = nn.Parameter(torch.zeros(d_model))
         self.out_proj = Linear(d_model, d_model)
-        self.qkv_linear, self.q_linear, self.kv_linear = PackedLinear(), PackedLinear(), PackedLinear()
+        self.packed_qkv, self.packed_q, self.packed_kv = PackedLinear(), PackedLinear(), PackedLinear()
         for block in self.in_proj.data.chunk(3):
             nn.init.xavier_uniform_(block)
 
@@ -68,17 +68,17 @@ class MultiHeadAttention(nn.Module):
     def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Queries, keys and values of `x` (B, T, D), each (B, H, T, Dh), in one matmul."""
         bias = torch.cat([self.q_bias, torch.zeros_like(self.q_bias), self.v_bias])
-        q, k, v = self.qkv_linear(x, self.in_proj, bias).chunk(3, dim=-1)
+        q, k, v = self.packed_qkv(x, self.in_proj, bias).chunk(3, dim=-1)
         return self.split_heads(q), self.split_heads(k), self.split_heads(v)
 
     def project_q(self, x: Tensor) -> Tensor:
         """Queries of `x` (B, T, D) -> (B, H, T, Dh)."""
-        return self.split_heads(self.q_linear(x, self.in_proj[: self.d_model], self.q_bias))
+        return self.split_heads(self.packed_q(x, self.in_proj[: self.d_model], self.q_bias))
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of `x` (B, S, D), each (B, H, S, Dh)."""
         bias = torch.cat([torch.zeros_like(self.v_bias), self.v_bias])
-        k, v = self.kv_linear(x, self.in_proj[self.d_model :], bias).chunk(2, dim=-1)
+        k, v = self.packed_kv(x, self.in_proj[self.d_model :], bias).chunk(2, dim=-1)
         return self.split_heads(k), self.split_heads(v)
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False) -> Tensor:

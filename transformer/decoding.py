@@ -6,12 +6,14 @@ the newest token and reads the rest of the prefix from a `DecoderCache`, with
 Lengths count generated tokens including EOS; BOS and pad are never generated.
 """
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from transformer.cache import DecoderCache
+from transformer.linear import packed_weights
 
 NEG_INF = float("-inf")
 
@@ -134,6 +136,18 @@ def _sampler(top_k: int, top_p: float, temperature: float, generator: torch.Gene
     return pick
 
 
+def _packing(search):
+    """Run `search(model, ...)` with the model's weights packed for CPU inference (see `transformer.linear`)."""
+
+    @functools.wraps(search)
+    def run(model, *args, **kwargs):
+        with packed_weights(model):
+            return search(model, *args, **kwargs)
+
+    return run
+
+
+@_packing
 def _one_best(model, src, bos_id, eos_id, max_len, use_cache, pick, min_len, no_repeat_ngram_size):
     """Decode one hypothesis per sentence, choosing each token with `pick`; finished rows leave the batch."""
     model.eval()
@@ -255,6 +269,7 @@ class _Pool:
 
 
 @torch.inference_mode()
+@_packing
 def beam_search_hypotheses(
     model,
     src: Tensor,

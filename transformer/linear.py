@@ -1,15 +1,20 @@
-"""Linear maps whose CPU inference runs through oneDNN with a pre-packed weight.
+"""Linear maps whose CPU inference can run through oneDNN with pre-packed weights.
 
-On CPU, `F.linear` calls MKL's sgemm; on the AMD CPUs we measured, oneDNN with the
+On CPU, `F.linear` calls MKL's sgemm; on the AMD CPU we measured, oneDNN with the
 weight reordered once into its blocked layout does the same fp32 products 2-3× faster
-for the 32-160-row matrices of step-by-step decoding (`scripts/benchmark_decoding.py`).
-The packed copy is made on first use and made again whenever the weight changes.
-Training (autograd), autocast, other devices and dtypes, and CPUs other than x86-64
-(where this was not measured) use `F.linear`.
+for the 32-160-row matrices of step-by-step decoding
+(`scripts/benchmark_decoding.py --products`). Packing happens only inside a
+`packed_weights(model)` block (every search in `decoding.py` runs in one): each weight
+is packed at its first use there and dropped at the end, so weights may change freely
+between blocks (fused Adam updates them without bumping their version counters, so a
+cache kept across blocks could not tell). Autograd, autocast, other devices and dtypes,
+and CPUs other than x86-64 (where this was not measured) use `F.linear`.
 """
 
+import math
 import platform
-import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -19,47 +24,39 @@ X86_64 = platform.machine().lower() in ("x86_64", "amd64")
 
 
 def packable(x: Tensor, weight: Tensor) -> bool:
-    """Whether x @ weightᵀ may take the packed oneDNN path: CPU inference in fp32 or bf16."""
+    """Whether x @ weightᵀ may take the packed oneDNN path: CPU inference in fp32 (or bf16 where oneDNN has it)."""
+    if not (X86_64 and torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled):
+        return False
+    if weight.dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False  # e.g. CPUs without AVX-512
     return (
-        X86_64
-        and x.device.type == "cpu"
+        x.device.type == "cpu"
         and not torch.is_grad_enabled()
         and not torch.is_autocast_enabled("cpu")
         and x.dtype == weight.dtype
         and weight.dtype in (torch.float32, torch.bfloat16)
-        and not weight.is_inference()  # inference tensors have no version counter to watch
-        and torch.backends.mkldnn.is_available()
-        and torch.backends.mkldnn.enabled
     )
 
 
 class PackedLinear:
-    """`F.linear` for one weight (or one fixed slice of it), through a packed copy where `packable`.
-
-    The copy is keyed on the weight's storage, offset, shape and version counter, so an
-    optimizer step, `load_state_dict` or `.to()` makes it stale and it is packed again.
-    """
+    """`F.linear` for one weight (or one fixed slice of it), through a packed copy inside `packed_weights`."""
 
     def __init__(self):
-        self._cached: tuple | None = None  # (weakref to the packed weight's base, its key, the packed copy)
+        self.depth = 0  # open `packed_weights` blocks
+        self.packed: Tensor | None = None
 
     def __call__(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-        if not packable(x, weight):
+        if self.depth == 0 or not packable(x, weight):
             return F.linear(x, weight, bias)
-        base = weight if weight._base is None else weight._base
-        key = (weight.data_ptr(), weight.shape, weight.dtype, weight._version)
-        cached = self._cached  # read once: another thread may replace it, never half-way
-        if cached is None or cached[0]() is not base or cached[1] != key:
-            packed = torch.ops.mkldnn._reorder_linear_weight(weight, x.numel() // x.size(-1))
-            cached = self._cached = (weakref.ref(base), key, packed)
-        return torch.ops.mkldnn._linear_pointwise(x, cached[2], bias, "none", [], "")
-
-    def __deepcopy__(self, memo: dict) -> "PackedLinear":
-        return PackedLinear()  # a copy packs its own weights when first used
+        packed = self.packed
+        if packed is None:
+            rows = max(1, math.prod(x.shape[:-1]))  # a layout hint; any row count works with the copy
+            packed = self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
 class Linear(nn.Linear):
-    """`nn.Linear` (same parameters and state dict) whose CPU inference uses a packed weight."""
+    """`nn.Linear` (same parameters and state dict) that uses a packed weight inside `packed_weights`."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
         super().__init__(in_features, out_features, bias)
@@ -67,3 +64,20 @@ class Linear(nn.Linear):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.packed(x, self.weight, self.bias)
+
+
+@contextmanager
+def packed_weights(model: object) -> Iterator[None]:
+    """Within the block, `model`'s linear maps use packed weights for CPU inference; the weights must not change
+    inside it. Blocks nest; the copies are dropped when the outermost one ends."""
+    modules = model.modules() if isinstance(model, nn.Module) else ()  # e.g. a scripted test decoder
+    maps = [value for module in modules for value in vars(module).values() if isinstance(value, PackedLinear)]
+    for linear in maps:
+        linear.depth += 1
+    try:
+        yield
+    finally:
+        for linear in maps:
+            linear.depth -= 1
+            if linear.depth == 0:
+                linear.packed = None
