@@ -42,3 +42,20 @@ def test_output_limit_is_a_times_source_plus_b():
 def test_every_strategy_translates():
     for strategy in ("greedy", "beam", "sample"):
         assert len(translator(strategy, beam_size=3).translate(["un chien", "le parc"])) == 2
+
+
+def test_weights_changed_in_place_between_calls_are_used():
+    """As between two validations in training: fused Adam updates the weights in place."""
+    t = translator()
+    sentences = ["un chien rouge dort", "le chat"]
+    t.search(sentences)
+    optimizer = torch.optim.Adam(t.model.parameters(), lr=0.05, fused=True)
+    ids = torch.randint(3, t.tokenizer.src_vocab_size, (2, 6))
+    t.model.train()
+    t.model(ids, ids).logsumexp(-1).mean().backward()
+    optimizer.step()
+    fresh = tiny_model(seed=3, vocab=t.tokenizer.src_vocab_size, max_positions=16, joint_vocab=True)
+    fresh.load_state_dict(t.model.state_dict())
+    for (_, hyps), (_, fresh_hyps) in zip(t.search(sentences), Translator(fresh, t.tokenizer, t.cfg).search(sentences)):
+        assert hyps[0].tokens == fresh_hyps[0].tokens
+        assert abs(hyps[0].logprob - fresh_hyps[0].logprob) < 1e-5
