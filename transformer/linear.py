@@ -58,8 +58,8 @@ class PackedLinear:
 class Linear(nn.Linear):
     """`nn.Linear` (same parameters and state dict) that uses a packed weight inside `packed_weights`."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True):
-        super().__init__(in_features, out_features, bias)
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
+        super().__init__(in_features, out_features, bias, device, dtype)
         self.packed = PackedLinear()
 
     def forward(self, x: Tensor) -> Tensor:
