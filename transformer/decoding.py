@@ -4,6 +4,7 @@ All searches share one step function; with `use_cache=True` a step feeds only
 the newest token and reads the rest of the prefix from a `DecoderCache`, with
 `use_cache=False` it re-runs the whole prefix. The two give the same ids.
 Lengths count generated tokens including EOS; BOS and pad are never generated.
+Each search runs inside `packed_weights(model)` (fast CPU products, `transformer.linear`).
 """
 
 import functools
