@@ -20,6 +20,13 @@ def tiny_model(seed: int = 0, vocab: int = 40, dropout: float = 0.0, **kwargs) -
     return Transformer(vocab, vocab, pad_id=0, **args).eval()
 
 
+def rebuilt(model: Transformer, **kwargs) -> Transformer:
+    """A separately built tiny model (`kwargs` as for `tiny_model`) holding `model`'s current weights."""
+    copy = tiny_model(seed=123, **kwargs)
+    copy.load_state_dict(model.state_dict())
+    return copy
+
+
 def write_corpus(directory: Path, name: str, n: int, seed: int, gz: bool = False) -> tuple[Path, Path]:
     """A word-for-word toy translation task: n sentence pairs in `name`.fr/.en."""
     rng = random.Random(seed)

@@ -2,7 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import tiny_model
+from tests.conftest import rebuilt, tiny_model
 from transformer.decoding import greedy_decode
 from transformer.linear import X86_64, Linear, PackedLinear, packable, packed_weights
 
@@ -24,10 +24,10 @@ def test_packed_inference_equals_f_linear_inside_a_block_only(shape, bias, dtype
         assert packable(x, layer.weight)
         with packed_weights(layer):
             out = layer(x)
-            assert layer.packed.packed is not None and out.dtype == dtype
-        assert layer.packed.packed is None  # dropped at the end of the block
+            assert layer.packed.packed_copy is not None and out.dtype == dtype
+        assert layer.packed.packed_copy is None  # dropped at the end of the block
         layer(x)
-        assert layer.packed.packed is None  # outside a block: F.linear
+        assert layer.packed.packed_copy is None  # outside a block: F.linear
     tol = 1e-5 if dtype == torch.float32 else 2e-2
     torch.testing.assert_close(out, F.linear(x, layer.weight, layer.bias), atol=tol, rtol=tol)
 
@@ -38,8 +38,8 @@ def test_blocks_nest():
     with torch.no_grad(), packed_weights(layer):
         with packed_weights(layer):
             layer(x)
-        assert layer.packed.packed is not None  # the outer block still holds its copy
-    assert layer.packed.packed is None
+        assert layer.packed.packed_copy is not None  # the outer block still holds its copy
+    assert layer.packed.packed_copy is None
 
 
 @needs_onednn
@@ -64,8 +64,7 @@ def test_training_uses_autograd_inside_a_block_too():
 
 
 def decodes_like_a_fresh_copy(model) -> None:
-    fresh = tiny_model(seed=5)
-    fresh.load_state_dict(model.state_dict())
+    fresh = rebuilt(model)
     src = torch.randint(3, 40, (4, 6), generator=torch.Generator().manual_seed(0))
     ids, scores = greedy_decode(model, src, 1, 2, 8, return_scores=True)
     fresh_ids, fresh_scores = greedy_decode(fresh, src, 1, 2, 8, return_scores=True)

@@ -2,7 +2,7 @@
 
 import torch
 
-from tests.conftest import WORDS_EN, WORDS_FR, tiny_model
+from tests.conftest import WORDS_EN, WORDS_FR, rebuilt, tiny_model
 from transformer.config import DecodingConfig, TokenizerConfig
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 from transformer.translator import Translator
@@ -54,8 +54,7 @@ def test_weights_changed_in_place_between_calls_are_used():
     t.model.train()
     t.model(ids, ids).logsumexp(-1).mean().backward()
     optimizer.step()
-    fresh = tiny_model(seed=3, vocab=t.tokenizer.src_vocab_size, max_positions=16, joint_vocab=True)
-    fresh.load_state_dict(t.model.state_dict())
+    fresh = rebuilt(t.model, vocab=t.tokenizer.src_vocab_size, max_positions=16, joint_vocab=True)
     for (_, hyps), (_, fresh_hyps) in zip(t.search(sentences), Translator(fresh, t.tokenizer, t.cfg).search(sentences)):
         assert hyps[0].tokens == fresh_hyps[0].tokens
         assert abs(hyps[0].logprob - fresh_hyps[0].logprob) < 1e-5

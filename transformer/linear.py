@@ -1,7 +1,7 @@
 """Linear maps whose CPU inference can run through oneDNN with pre-packed weights.
 
 On CPU, `F.linear` calls MKL's sgemm; on the AMD CPU we measured, oneDNN with the
-weight reordered once into its blocked layout does the same fp32 products 2-3× faster
+weight reordered once into its blocked layout does the same fp32 products 1.3-3.3× faster
 for the 32-160-row matrices of step-by-step decoding
 (`scripts/benchmark_decoding.py --products`). Packing happens only inside a
 `packed_weights(model)` block (every search in `decoding.py` runs in one): each weight
@@ -13,6 +13,7 @@ and CPUs other than x86-64 (where this was not measured) use `F.linear`.
 
 import math
 import platform
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -43,15 +44,15 @@ class PackedLinear:
 
     def __init__(self):
         self.depth = 0  # open `packed_weights` blocks
-        self.packed: Tensor | None = None
+        self.packed_copy: Tensor | None = None
 
     def __call__(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         if self.depth == 0 or not packable(x, weight):
             return F.linear(x, weight, bias)
-        packed = self.packed
+        packed = self.packed_copy
         if packed is None:
             rows = max(1, math.prod(x.shape[:-1]))  # a layout hint; any row count works with the copy
-            packed = self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+            packed = self.packed_copy = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
@@ -66,18 +67,27 @@ class Linear(nn.Linear):
         return self.packed(x, self.weight, self.bias)
 
 
+_depth_lock = threading.Lock()  # blocks may open and close in several threads at once
+
+
 @contextmanager
 def packed_weights(model: object) -> Iterator[None]:
-    """Within the block, `model`'s linear maps use packed weights for CPU inference; the weights must not change
-    inside it. Blocks nest; the copies are dropped when the outermost one ends."""
+    """Within the block, `model`'s linear maps use packed weights for CPU inference.
+
+    The weights must not change inside the block, and the model cannot be deep-copied or
+    pickled there (packed copies are opaque). Blocks nest; the copies are dropped when the
+    outermost one ends.
+    """
     modules = model.modules() if isinstance(model, nn.Module) else ()  # e.g. a scripted test decoder
     maps = [value for module in modules for value in vars(module).values() if isinstance(value, PackedLinear)]
-    for linear in maps:
-        linear.depth += 1
+    with _depth_lock:
+        for linear in maps:
+            linear.depth += 1
     try:
         yield
     finally:
-        for linear in maps:
-            linear.depth -= 1
-            if linear.depth == 0:
-                linear.packed = None
+        with _depth_lock:
+            for linear in maps:
+                linear.depth -= 1
+                if linear.depth == 0:
+                    linear.packed_copy = None

@@ -104,14 +104,13 @@ class Translator:
         out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
         todo = [i for i, x in enumerate(ids) if 0 < len(x) <= limit]
         bar = tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False)
-        with packed_weights(self.model):  # packed once for every batch, not once per batch
+        with bar, packed_weights(self.model):  # packed once for every batch, not once per batch
             for batch in self._batches([ids[i] for i in todo]):
                 rows = [todo[j] for j in batch]
                 src = pad([ids[i] + [EOS_ID] for i in rows]).to(self.device)
                 for i, hyps in zip(rows, self._search(src)):
                     out[i] = (ids[i], hyps)
                 bar.update(len(rows))
-        bar.close()
         return out
 
     def translate_nbest(self, sentences: list[str], progress: bool = False) -> list[list[tuple[str, float]]]:
