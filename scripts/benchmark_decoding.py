@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from hf_marian import BOS, PAD, SIZES, marian
+from hf_marian import BOS, PAD, SIZES, marian, model_config
 
 from transformer.decoding import beam_search, greedy_decode
 from transformer.linear import Linear, packed_weights
@@ -31,8 +31,8 @@ from transformer.model import Transformer
 
 
 def ours(size: str, vocab: int) -> Transformer:
-    d, h, layers, ff = SIZES[size]
-    return Transformer(vocab, vocab, d, h, layers, layers, ff, dropout=0.0, joint_vocab=True).eval()
+    """Our model as `model=<size>` trains it (configs/model/<size>.yaml)."""
+    return Transformer(vocab, vocab, model_config(size), joint_vocab=True).eval()
 
 
 def hf_generate(model, src: torch.Tensor, beams: int, out_len: int) -> Callable[[], object]:
@@ -121,7 +121,8 @@ def product_gflops(rows: int, k: int, n: int, rounds: int, calls: int = 50) -> d
 
 def products(args: argparse.Namespace) -> None:
     """The decoder's products (rows: the greedy batch, then beam 5's) through F.linear and packed oneDNN."""
-    d, _, _, ff = SIZES[args.size]
+    cfg = model_config(args.size)
+    d, ff = cfg.d_model, cfg.d_ff
     shapes = {"qkv": (d, 3 * d), "attention out": (d, d), "ff in": (d, ff), "ff out": (ff, d), "vocab": (d, args.vocab)}
     print(f"{args.size}, fp32, {torch.get_num_threads()} threads, GFLOP/s, median of {args.rounds} rounds of 50 calls")
     print(f"{'rows':>5} {'product':14} {'F.linear':>9} {'packed':>9} {'ratio':>6}")
