@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from transformer.config import ModelConfig
+from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 SIZES = ("small", "base")  # configs/model/<size>.yaml
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "model"
@@ -16,7 +17,9 @@ def model_config(size: str) -> ModelConfig:
     """The model settings of `configs/model/<size>.yaml` (over ModelConfig's defaults), as training reads them."""
     merged = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.load(CONFIGS / f"{size}.yaml"))
     return ModelConfig(**merged)
-PAD, BOS, EOS = 0, 1, 2  # our SentencePiece ids, which MarianMT is configured to use
+
+
+PAD, BOS, EOS = PAD_ID, BOS_ID, EOS_ID  # our SentencePiece ids, which MarianMT is configured to use
 
 
 def marian(size: str, vocab: int, dropout: float):
