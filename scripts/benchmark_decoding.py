@@ -8,7 +8,8 @@ Calls are interleaved round by round and the median time of each is reported.
     python scripts/benchmark_decoding.py --size small --json     # ... and a JSON last line
     python scripts/benchmark_decoding.py --size base --device cuda --dtype bfloat16
 
-On CPU our linear maps run through oneDNN with pre-packed weights (transformer/linear.py);
+On CPU our searches run on an inference copy whose linear maps use pre-packed oneDNN weights
+(transformer/fast_inference.py);
 `--unpacked` adds our runs with oneDNN off, i.e. through `F.linear` as MarianMT does;
 `--products` instead times the decoder's matrix products alone both ways, in GFLOP/s.
 Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`).
@@ -23,16 +24,16 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from hf_marian import BOS, PAD, SIZES, marian
+from hf_marian import BOS, PAD, SIZES, marian, model_config
 
 from transformer.decoding import beam_search, greedy_decode
-from transformer.linear import Linear, packed_weights
+from transformer.fast_inference import PackedLinear
 from transformer.model import Transformer
 
 
 def ours(size: str, vocab: int) -> Transformer:
-    d, h, layers, ff = SIZES[size]
-    return Transformer(vocab, vocab, d, h, layers, layers, ff, dropout=0.0, joint_vocab=True).eval()
+    """Our model as `model=<size>` trains it (configs/model/<size>.yaml)."""
+    return Transformer(vocab, vocab, model_config(size), joint_vocab=True).eval()
 
 
 def hf_generate(model, src: torch.Tensor, beams: int, out_len: int) -> Callable[[], object]:
@@ -108,20 +109,22 @@ def measure(runs: dict[str, Callable], rounds: int, device: torch.device) -> dic
 
 def product_gflops(rows: int, k: int, n: int, rounds: int, calls: int = 50) -> dict[str, float]:
     """GFLOP/s of one (rows × k)·(k × n) product through F.linear and through a packed weight."""
-    layer, x = Linear(k, n), torch.randn(rows, k)
+    layer, x = torch.nn.Linear(k, n), torch.randn(rows, k)
+    packed_layer = PackedLinear.of(layer)
 
     def repeated(product: Callable[[], object]) -> Callable[[], object]:
         return lambda: [product() for _ in range(calls)]
 
-    with torch.inference_mode(), packed_weights(layer):
-        plain, packed = repeated(lambda: F.linear(x, layer.weight, layer.bias)), repeated(lambda: layer(x))
+    with torch.inference_mode():
+        plain, packed = repeated(lambda: F.linear(x, layer.weight, layer.bias)), repeated(lambda: packed_layer(x))
         seconds = measure({"F.linear": plain, "packed": packed}, rounds, x.device)
     return {name: 2 * rows * k * n * calls / sec / 1e9 for name, sec in seconds.items()}
 
 
 def products(args: argparse.Namespace) -> None:
     """The decoder's products (rows: the greedy batch, then beam 5's) through F.linear and packed oneDNN."""
-    d, _, _, ff = SIZES[args.size]
+    cfg = model_config(args.size)
+    d, ff = cfg.d_model, cfg.d_ff
     shapes = {"qkv": (d, 3 * d), "attention out": (d, d), "ff in": (d, ff), "ff out": (ff, d), "vocab": (d, args.vocab)}
     print(f"{args.size}, fp32, {torch.get_num_threads()} threads, GFLOP/s, median of {args.rounds} rounds of 50 calls")
     print(f"{'rows':>5} {'product':14} {'F.linear':>9} {'packed':>9} {'ratio':>6}")

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from hf_marian import SIZES, marian, marian_loss
+from hf_marian import SIZES, marian, marian_loss, model_config
 
 from transformer.batching import collate
 from transformer.model import Transformer
@@ -36,8 +36,7 @@ def random_batch(sentences: int, length: int, vocab: int):
 
 
 def ours_step(size: str, vocab: int, batch, precision: str, device: torch.device, compile: bool) -> Callable[[], None]:
-    d, h, layers, ff = SIZES[size]
-    model = Transformer(vocab, vocab, d, h, layers, layers, ff, dropout=0.1, joint_vocab=True).to(device).train()
+    model = Transformer(vocab, vocab, model_config(size), joint_vocab=True).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=True)
     forward = torch.compile(model) if compile else model
 
@@ -71,11 +70,12 @@ def marian_step(size: str, vocab: int, batch, device: torch.device) -> Callable[
 
 def step_flops(size: str, vocab: int, batch) -> float:
     """Matmul FLOPs of one training step (forward + backward = 3x forward), padded positions included."""
-    d, _, layers, ff = SIZES[size]
+    cfg = model_config(size)
+    d, ff, enc_layers, dec_layers = cfg.d_model, cfg.d_ff, cfg.n_encoder_layers, cfg.n_decoder_layers
     b, s = batch.src.shape
     t = batch.tgt_in.size(1)
-    enc = layers * (2 * b * s * (4 * d * d + 2 * d * ff) + 4 * b * s * s * d)
-    dec = layers * (
+    enc = enc_layers * (2 * b * s * (4 * d * d + 2 * d * ff) + 4 * b * s * s * d)
+    dec = dec_layers * (
         2 * b * t * (4 * d * d + 2 * d * ff)
         + 4 * b * t * t * d  # self-attention block, FFN
         + 2 * b * t * 2 * d * d

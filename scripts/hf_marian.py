@@ -1,9 +1,25 @@
-"""Hugging Face MarianMT of our model sizes, for the benchmarks and the reference run (needs the `bench` extra)."""
+"""Our model sizes as `transformer-train` builds them, and Hugging Face MarianMT of the same sizes, for the
+benchmarks and the reference run (MarianMT needs the `bench` extra)."""
+
+from pathlib import Path
 
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 
-SIZES = {"small": (256, 4, 3, 1024), "base": (512, 8, 6, 2048)}  # d_model, heads, layers per side, d_ff
-PAD, BOS, EOS = 0, 1, 2  # our SentencePiece ids, which MarianMT is configured to use
+from transformer.config import ModelConfig
+from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+SIZES = ("small", "base")  # configs/model/<size>.yaml
+CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "model"
+
+
+def model_config(size: str) -> ModelConfig:
+    """The model settings of `configs/model/<size>.yaml` (over ModelConfig's defaults), as training reads them."""
+    merged = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.load(CONFIGS / f"{size}.yaml"))
+    return ModelConfig(**merged)
+
+
+PAD, BOS, EOS = PAD_ID, BOS_ID, EOS_ID  # our SentencePiece ids, which MarianMT is configured to use
 
 
 def marian(size: str, vocab: int, dropout: float):
@@ -15,7 +31,8 @@ def marian(size: str, vocab: int, dropout: float):
         from transformers import MarianConfig, MarianMTModel
     except ImportError:
         return None
-    d, h, layers, ff = SIZES[size]
+    cfg = model_config(size)
+    d, h, layers, ff = cfg.d_model, cfg.n_heads, cfg.n_encoder_layers, cfg.d_ff
     config = MarianConfig(
         vocab_size=vocab,
         d_model=d,

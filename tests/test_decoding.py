@@ -4,7 +4,16 @@ import pytest
 import torch
 
 from tests.conftest import tiny_model
-from transformer.decoding import beam_search, beam_search_hypotheses, greedy_decode, sample_decode
+from transformer.config import DecodingConfig
+from transformer.decoding import (
+    Hypothesis,
+    SearchOptions,
+    beam_search,
+    beam_search_hypotheses,
+    greedy_decode,
+    sample_decode,
+    search,
+)
 
 BOS, EOS, PAD = 1, 2, 0
 
@@ -178,3 +187,27 @@ def test_sampling_is_seeded_and_top_k_one_is_greedy():
         return sample_decode(model, src, BOS, EOS, 15, top_p=0.9, temperature=1.5, generator=seeded)
 
     assert torch.equal(draw(), draw())
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "sample", "beam"])
+def test_every_strategy_returns_the_same_hypothesis_shape(strategy):
+    model, src = tiny_model(seed=6), batch_src(7)
+    options = SearchOptions.from_config(strategy=strategy, beam_size=3, max_len_a=0.0, max_len_b=12)
+    results = search(model, src, options, generator=torch.Generator().manual_seed(0))
+    assert len(results) == src.size(0)
+    for hyps in results:
+        assert hyps and all(isinstance(h, Hypothesis) for h in hyps)
+        for h in hyps:
+            assert EOS not in h.tokens and BOS not in h.tokens and len(h.tokens) <= 12
+            assert len(h.token_scores) in (len(h.tokens), len(h.tokens) + 1)  # EOS scored when generated
+            assert sum(h.token_scores) == pytest.approx(h.logprob, abs=1e-4)
+    if strategy == "greedy":
+        ids = greedy_decode(model, src, BOS, EOS, 12).tolist()
+        assert [hyps[0].tokens for hyps in results] == [[t for t in row if t not in (EOS, PAD)] for row in ids]
+
+
+def test_search_options_refuse_impossible_settings():
+    assert SearchOptions.from_config() == SearchOptions.from_config(DecodingConfig())
+    for bad in (dict(strategy="topk"), dict(beam_size=0), dict(n_best=6), dict(temperature=0), dict(top_p=0)):
+        with pytest.raises(ValueError):
+            SearchOptions.from_config(**bad)

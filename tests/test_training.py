@@ -138,7 +138,7 @@ def weights_at_init(tmp_path: Path) -> torch.Tensor:
     """The initial embedding (same seed), to show that training changed the weights."""
     ckpt = load_checkpoint(str(tmp_path / "single"))
     torch.manual_seed(1234)
-    from transformer.checkpoint import build_model
+    from transformer.model import build_model
 
     return build_model(ckpt.config.model, ckpt.tokenizer).tgt_embed.weight.detach()
 

@@ -1,9 +1,13 @@
 """Text-level translation: order, blank lines, unknown characters, over-long sentences, decoding limits."""
 
+import threading
+
+import pytest
 import torch
 
 from tests.conftest import WORDS_EN, WORDS_FR, rebuilt, tiny_model
 from transformer.config import DecodingConfig, TokenizerConfig
+from transformer.decoding import SearchOptions
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 from transformer.translator import Translator
 
@@ -35,8 +39,11 @@ def test_over_long_sentence_is_left_untranslated_with_an_error(caplog):
 
 def test_output_limit_is_a_times_source_plus_b():
     t = translator(max_len_a=0.5, max_len_b=2)
-    assert t.max_len(torch.tensor([4, 10])).tolist() == [4, 7]
-    assert t.max_len(torch.tensor([100])).tolist() == [15]  # capped by max_positions - 1
+    assert t.options.output_limits(torch.tensor([4, 10]), t.model.max_positions).tolist() == [4, 7]
+    assert t.options.output_limits(torch.tensor([100]), t.model.max_positions).tolist() == [15]  # max_positions - 1
+    src_lengths = [len(x) + 1 for x in t.tokenizer.encode_src(["un chien rouge dort dans le parc"])]  # EOS included
+    ((_, hyps),) = t.search(["un chien rouge dort dans le parc"])
+    assert len(hyps[0].token_scores) <= int(0.5 * src_lengths[0] + 2)
 
 
 def test_every_strategy_translates():
@@ -58,3 +65,63 @@ def test_weights_changed_in_place_between_calls_are_used():
     for (_, hyps), (_, fresh_hyps) in zip(t.search(sentences), Translator(fresh, t.tokenizer, t.cfg).search(sentences)):
         assert hyps[0].tokens == fresh_hyps[0].tokens
         assert abs(hyps[0].logprob - fresh_hyps[0].logprob) < 1e-5
+
+
+def in_two_threads(work) -> list:
+    """`work(i)` for i = 0, 1, run at the same time in two threads."""
+    results: list = [None, None]
+    barrier = threading.Barrier(2)
+
+    def run(i):
+        barrier.wait()
+        results[i] = work(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+SENTENCES = [
+    ["un chien rouge dort dans le parc", "le chat", "une femme mange"],
+    ["un homme court", "le chien bleu"] * 3,
+]
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_two_threads_translating_at_once_get_what_each_gets_alone(strategy):
+    t = translator(strategy, beam_size=3, n_best=2 if strategy == "beam" else 1)
+    alone = [t.translate_nbest(sentences) for sentences in SENTENCES]
+    for _ in range(3):
+        assert in_two_threads(lambda i: t.translate_nbest(SENTENCES[i])) == alone
+
+
+def test_per_call_options_and_generators():
+    t = translator("greedy")
+    sample = SearchOptions.from_config(t.cfg, strategy="sample", temperature=2.0)
+
+    def draw(seed):
+        return t.translate(SENTENCES[1] * 3, options=sample, generator=torch.Generator().manual_seed(seed))
+
+    first = draw(1)
+    assert draw(1) == first and any(draw(seed) != first for seed in (2, 3, 4))  # seeded, and really random
+    assert in_two_threads(lambda i: draw(1)) == [first, first]
+    assert t.translate(SENTENCES[1]) == translator("greedy").translate(SENTENCES[1])  # the default options remain
+    beam = SearchOptions.from_config(t.cfg, strategy="beam", beam_size=4, n_best=3)
+    assert all(len(hyps) == 3 for _, hyps in t.search(SENTENCES[0], options=beam))
+    assert t.translate(
+        SENTENCES[0], options=SearchOptions.from_config(strategy="beam", beam_size=1, length_penalty=0)
+    ) == t.translate(SENTENCES[0])  # beam 1 is greedy
+
+
+def test_sampling_reuses_no_state_between_calls():
+    t = translator("sample", temperature=2.0, seed=7)
+    assert t.translate(SENTENCES[1] * 3) == t.translate(SENTENCES[1] * 3)  # each call seeds its own generator
+
+
+def test_impossible_settings_are_refused_up_front():
+    for bad in (dict(strategy="nucleus"), dict(temperature=0.0), dict(top_p=1.5), dict(beam_size=2, n_best=3)):
+        with pytest.raises(ValueError):
+            translator(**bad)

@@ -11,8 +11,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.linear import Linear, PackedLinear
-
 
 def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
     """The attention probabilities softmax(QKᵀ/√d + mask), (B, H, Tq, Tk)."""
@@ -41,11 +39,11 @@ class MultiHeadAttention(nn.Module):
     """Multi-head attention; the same module serves encoder self-attention,
     masked decoder self-attention and encoder-decoder cross-attention.
 
-    One (3D, D) input projection holds the query, key and value weights: self-attention
-    projects all three in one matmul (`project_qkv`), cross-attention takes queries
-    from the target (`project_q`) and keys/values from the source (`project_kv`),
-    the latter once per sentence. A key bias would only add q·b to every score of a
-    query, which softmax cancels (its gradient is zero), so keys have none.
+    Self-attention projects queries, keys and values from one input (`project_qkv`);
+    cross-attention takes queries from the target (`project_q`) and keys/values from
+    the source (`project_kv`), the latter once per sentence. A key bias would only add
+    q·b to every score of a query, which softmax cancels (its gradient is zero), so
+    `k_proj` has none.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
@@ -53,33 +51,26 @@ class MultiHeadAttention(nn.Module):
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.n_heads, self.d_model, self.dropout = n_heads, d_model, dropout
-        self.in_proj = nn.Parameter(torch.empty(3 * d_model, d_model))  # rows: query, key, value
-        self.q_bias = nn.Parameter(torch.zeros(d_model))
-        self.v_bias = nn.Parameter(torch.zeros(d_model))
-        self.out_proj = Linear(d_model, d_model)
-        self.packed_qkv, self.packed_q, self.packed_kv = PackedLinear(), PackedLinear(), PackedLinear()
-        for block in self.in_proj.data.chunk(3):
-            nn.init.xavier_uniform_(block)
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model, bias=False)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
 
     def split_heads(self, x: Tensor) -> Tensor:
         b, t, d = x.shape
         return x.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)  # (B, H, T, Dh)
 
     def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Queries, keys and values of `x` (B, T, D), each (B, H, T, Dh), in one matmul."""
-        bias = torch.cat([self.q_bias, torch.zeros_like(self.q_bias), self.v_bias])
-        q, k, v = self.packed_qkv(x, self.in_proj, bias).chunk(3, dim=-1)
-        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        """Queries, keys and values of `x` (B, T, D), each (B, H, T, Dh)."""
+        return self.project_q(x), *self.project_kv(x)
 
     def project_q(self, x: Tensor) -> Tensor:
         """Queries of `x` (B, T, D) -> (B, H, T, Dh)."""
-        return self.split_heads(self.packed_q(x, self.in_proj[: self.d_model], self.q_bias))
+        return self.split_heads(self.q_proj(x))
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of `x` (B, S, D), each (B, H, S, Dh)."""
-        bias = torch.cat([torch.zeros_like(self.v_bias), self.v_bias])
-        k, v = self.packed_kv(x, self.in_proj[self.d_model :], bias).chunk(2, dim=-1)
-        return self.split_heads(k), self.split_heads(v)
+        return self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
         """Attend from queries (B·G, H, T, Dh) to keys/values (B, H, S, Dh) -> output (B·G, T, D).

@@ -15,35 +15,30 @@ from omegaconf import DictConfig, OmegaConf
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from transformer.config import ModelConfig
 from transformer.errors import UserError
-from transformer.model import Transformer
+from transformer.model import Transformer, build_model
 from transformer.state import PREFIX as STATE_PREFIX
 from transformer.state import pack, unpack
-from transformer.tokenizer import PAD_ID, Tokenizer
+from transformer.tokenizer import Tokenizer
 
 FORMAT = "transformer-nmt/1"
 
 
-def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> Transformer:
-    """The Transformer that `cfg` describes, sized for `tokenizer`'s vocabularies."""
-    return Transformer(
-        src_vocab_size=tokenizer.src_vocab_size,
-        tgt_vocab_size=tokenizer.tgt_vocab_size,
-        d_model=cfg.d_model,
-        n_heads=cfg.n_heads,
-        n_encoder_layers=cfg.n_encoder_layers,
-        n_decoder_layers=cfg.n_decoder_layers,
-        d_ff=cfg.d_ff,
-        dropout=cfg.dropout,
-        pad_id=PAD_ID,
-        attention_dropout=cfg.attention_dropout,
-        activation_dropout=cfg.activation_dropout,
-        pre_norm=cfg.pre_norm,
-        max_positions=cfg.max_positions,
-        tie_embeddings=cfg.tie_embeddings,
-        joint_vocab=tokenizer.joint,
-    )
+def convert_legacy_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Weights of checkpoints written before q/k/v became separate `nn.Linear`s, renamed for today's model.
+
+    A fused `in_proj` (3D, D) splits into `q_proj`/`k_proj`/`v_proj` weights; `q_bias`/`v_bias` become their biases.
+    """
+    renamed = {"q_bias": "q_proj.bias", "v_bias": "v_proj.bias"}
+    out = {}
+    for name, tensor in weights.items():
+        module, _, leaf = name.rpartition(".")
+        if leaf == "in_proj":
+            for proj, block in zip(("q_proj", "k_proj", "v_proj"), tensor.chunk(3)):
+                out[f"{module}.{proj}.weight"] = block.contiguous()
+        else:
+            out[f"{module}.{renamed[leaf]}" if leaf in renamed else name] = tensor
+    return out
 
 
 @dataclass
@@ -127,10 +122,10 @@ def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint
     state = unpack(state_tensors, metadata.pop("state")) if "state" in metadata else None
     config = OmegaConf.create(metadata.pop("config"))
     try:
-        model = build_model(ModelConfig(**config.model), tokenizer)
+        model = build_model(config.model, tokenizer)
     except (TypeError, ValueError) as err:
         raise UserError(f"{file}: its model config cannot be built by this version ({err})") from err
-    weights = {name.removeprefix("model."): t for name, t in tensors.items()}
+    weights = convert_legacy_weights({name.removeprefix("model."): t for name, t in tensors.items()})
     expected = _unique_state(model)
     if weights.keys() != expected.keys() or any(weights[k].shape != expected[k].shape for k in weights):
         raise UserError(f"{file}: its weights do not match its model config; the file is damaged or was edited")

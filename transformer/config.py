@@ -121,6 +121,10 @@ class TrainerConfig:
     progress: bool = True  # show a progress bar
 
 
+STRATEGIES = ("greedy", "beam", "sample")  # decoding.strategy's choices
+LENGTH_PENALTIES = ("power", "gnmt", "none")  # decoding.length_penalty_kind's choices
+
+
 @dataclass
 class DecodingConfig:
     """Search settings, shared by validation, evaluation and translation."""
@@ -226,8 +230,8 @@ def check_config(cfg) -> None:
             _at_least(problems, f"trainer.{key}", t[key], 1)
     if "decoding" in cfg:
         d = cfg.decoding
-        _choice(problems, "decoding.strategy", d.strategy, ("greedy", "beam", "sample"))
-        _choice(problems, "decoding.length_penalty_kind", d.length_penalty_kind, ("power", "gnmt", "none"))
+        _choice(problems, "decoding.strategy", d.strategy, STRATEGIES)
+        _choice(problems, "decoding.length_penalty_kind", d.length_penalty_kind, LENGTH_PENALTIES)
         _at_least(problems, "decoding.beam_size", d.beam_size, 1)
         _at_least(problems, "decoding.batch_size", d.batch_size, 1)
         _at_least(problems, "decoding.max_len_b", d.max_len_b, 1)

@@ -6,6 +6,7 @@ D d_model, H heads, V vocabulary.
 """
 
 import math
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -13,7 +14,8 @@ from torch import Tensor, nn
 
 from transformer.attention import MultiHeadAttention, padding_mask
 from transformer.cache import DecoderCache
-from transformer.linear import Linear
+from transformer.config import ModelConfig
+from transformer.tokenizer import PAD_ID, Tokenizer
 
 
 def sinusoidal_positions(n_positions: int, d_model: int) -> Tensor:
@@ -31,8 +33,8 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float):
         super().__init__()
-        self.fc1 = Linear(d_model, d_ff)
-        self.fc2 = Linear(d_ff, d_model)
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -55,21 +57,12 @@ class Sublayer(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float,
-        attn_dropout: float,
-        ff_dropout: float,
-        pre_norm: bool,
-    ):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
-        self.ff = FeedForward(d_model, d_ff, ff_dropout)
-        self.attn_block = Sublayer(d_model, dropout, pre_norm)
-        self.ff_block = Sublayer(d_model, dropout, pre_norm)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.attn_block = Sublayer(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         x = self.attn_block(x, lambda h: self.self_attn(*self.self_attn.project_qkv(h), mask=src_mask))
@@ -77,23 +70,14 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float,
-        attn_dropout: float,
-        ff_dropout: float,
-        pre_norm: bool,
-    ):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
-        self.ff = FeedForward(d_model, d_ff, ff_dropout)
-        self.self_block = Sublayer(d_model, dropout, pre_norm)
-        self.cross_block = Sublayer(d_model, dropout, pre_norm)
-        self.ff_block = Sublayer(d_model, dropout, pre_norm)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.self_block = Sublayer(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.cross_block = Sublayer(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
     def forward(
         self,
@@ -124,42 +108,35 @@ class Transformer(nn.Module):
         self,
         src_vocab_size: int,
         tgt_vocab_size: int,
-        d_model: int = 512,
-        n_heads: int = 8,
-        n_encoder_layers: int = 6,
-        n_decoder_layers: int = 6,
-        d_ff: int = 2048,
-        dropout: float = 0.1,
-        pad_id: int = 0,
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-        pre_norm: bool = True,
-        max_positions: int = 1024,
-        tie_embeddings: bool = True,
+        config: ModelConfig | None = None,
+        *,
+        pad_id: int = PAD_ID,
         joint_vocab: bool = False,
+        **fields,
     ):
+        """`config` (default `ModelConfig()`) with any of its fields overridden by keyword, e.g. `d_model=512`."""
         super().__init__()
+        cfg = self.config = replace(config or ModelConfig(), **fields)
         self.pad_id = pad_id
-        self.d_model = d_model
-        self.max_positions = max_positions
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
-        share_src = joint_vocab and tie_embeddings and src_vocab_size == tgt_vocab_size
-        self.src_embed = self.tgt_embed if share_src else nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
-        self.register_buffer("positions", sinusoidal_positions(max_positions, d_model), persistent=False)
-        self.dropout = nn.Dropout(dropout)
-        layer_args = (d_model, n_heads, d_ff, dropout, attention_dropout, activation_dropout, pre_norm)
-        self.encoder = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(n_encoder_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(n_decoder_layers))
+        self.d_model = cfg.d_model
+        self.max_positions = cfg.max_positions
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, cfg.d_model, padding_idx=pad_id)
+        share_src = joint_vocab and cfg.tie_embeddings and src_vocab_size == tgt_vocab_size
+        self.src_embed = self.tgt_embed if share_src else nn.Embedding(src_vocab_size, cfg.d_model, padding_idx=pad_id)
+        self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         # Pre-norm leaves the residual stream unnormalised; normalise once at the end.
-        self.encoder_norm = nn.LayerNorm(d_model) if pre_norm else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(d_model) if pre_norm else nn.Identity()
-        self.output = Linear(d_model, tgt_vocab_size, bias=False)
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
+        self.output = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
         self._init_weights()
-        if tie_embeddings:
+        if cfg.tie_embeddings:
             self.output.weight = self.tgt_embed.weight
 
     def _init_weights(self) -> None:
-        """Xavier-uniform linear layers, N(0, d^-0.5) embeddings (attention initialises its own)."""
+        """Xavier-uniform linear layers with zero biases, N(0, d^-0.5) embeddings."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
@@ -208,3 +185,9 @@ class Transformer(nn.Module):
         """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""
         memory, src_mask = self.encode(src)
         return self.decode(tgt_in, memory, src_mask)
+
+
+def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> Transformer:
+    """The Transformer that `cfg` (a ModelConfig or a mapping of its fields) describes, sized for `tokenizer`."""
+    config = cfg if isinstance(cfg, ModelConfig) else ModelConfig(**cfg)
+    return Transformer(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, config, joint_vocab=tokenizer.joint)

@@ -1,0 +1,122 @@
+"""Beam search over a `SearchState`, with length penalties and an n-best pool."""
+
+import torch
+from torch import Tensor
+
+from transformer.config import LENGTH_PENALTIES
+from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, strip_eos
+
+
+def penalty_divisor(length: int, alpha: float, kind: str = "power") -> float:
+    """The divisor of a hypothesis' log-probability: `power` len^α, `gnmt` ((5+len)/6)^α, `none` 1.
+
+    α = 0 is neutral (raw log-probability) for both kinds.
+    """
+    if kind == "power":
+        return float(length) ** alpha
+    if kind == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    if kind == "none":
+        return 1.0
+    raise ValueError(f"unknown length penalty {kind!r}; choose {', '.join(LENGTH_PENALTIES)}")
+
+
+class _Pool:
+    """The best `n` finished hypotheses of each sentence, kept sorted by normalised score."""
+
+    def __init__(self, batch: int, n: int, width: int, pad_id: int, device: torch.device):
+        self.score = torch.full((batch, n), NEG_INF, device=device)  # normalised
+        self.raw = torch.zeros(batch, n, device=device)
+        self.tokens = torch.full((batch, n, width), pad_id, dtype=torch.long, device=device)
+        self.token_scores = torch.zeros(batch, n, width, device=device)
+        self.length = torch.zeros(batch, n, dtype=torch.long, device=device)
+
+    def add(self, score: Tensor, raw: Tensor, tokens: Tensor, token_scores: Tensor) -> None:
+        """Merge candidates (B, C) with (B, C, t) tokens; -inf scores are not candidates."""
+        n, t = self.score.size(1), tokens.size(2)
+        merged = torch.cat([self.score, score], dim=1)
+        top, idx = merged.topk(n, dim=1)  # (B, n)
+        padded = self.tokens.new_zeros(score.size(0), score.size(1), self.tokens.size(2))  # (B, C, width)
+        padded_scores = self.token_scores.new_zeros(padded.shape)
+        padded[:, :, :t], padded_scores[:, :, :t] = tokens, token_scores
+        all_tokens = torch.cat([self.tokens, padded], dim=1)
+        all_token_scores = torch.cat([self.token_scores, padded_scores], dim=1)
+        all_length = torch.cat([self.length, torch.full_like(score, t, dtype=torch.long)], dim=1)
+        gather3 = idx[:, :, None].expand(-1, -1, self.tokens.size(2))
+        self.score, self.raw = top, torch.cat([self.raw, raw], dim=1).gather(1, idx)
+        self.tokens, self.token_scores = all_tokens.gather(1, gather3), all_token_scores.gather(1, gather3)
+        self.length = all_length.gather(1, idx)
+
+    def keep(self, sentences: Tensor) -> None:
+        for name in ("score", "raw", "tokens", "token_scores", "length"):
+            setattr(self, name, getattr(self, name).index_select(0, sentences))
+
+    def hypotheses(self, b: int, eos_id: int) -> list[Hypothesis]:
+        out = []
+        for j in range(self.score.size(1)):
+            if self.score[b, j] == NEG_INF:
+                break
+            n = int(self.length[b, j])
+            tokens = strip_eos(self.tokens[b, j, :n].tolist(), eos_id)
+            out.append(
+                Hypothesis(tokens, float(self.score[b, j]), float(self.raw[b, j]), self.token_scores[b, j, :n].tolist())
+            )
+        return out
+
+
+def beam(model, src: Tensor, options: SearchOptions, limit: Tensor) -> list[list[Hypothesis]]:
+    """Beam search; for each sentence the `n_best` best finished hypotheses, best first.
+
+    Each step ranks all beam × vocabulary extensions of a sentence. Extensions
+    ending in EOS among the top `beam_size` are finished and set aside; the best
+    `beam_size` others continue. A sentence stops once it has `n_best` finished
+    hypotheses and no live one can still beat them; at its length limit every
+    live hypothesis is finished as it stands. Scores are log-probabilities
+    divided by `penalty_divisor(length incl. EOS, α=length_penalty, kind)`.
+    """
+    k, batch, device, eos_id = options.beam_size, src.size(0), src.device, options.eos_id
+    longest = int(limit.max())
+    lengths = range(1, longest + 1)
+    divisor = torch.tensor([penalty_divisor(n, options.length_penalty, options.length_penalty_kind) for n in lengths])
+    divisor = divisor.to(device)
+    # A live hypothesis' log-probability only falls, so its best possible score is
+    # its current one over the largest divisor it could still reach.
+    best_divisor = divisor.cummax(0).values[limit - 1]  # (B,)
+    search = SearchState(model, src, options, k, longest)
+    pool = _Pool(batch, options.n_best, longest, model.pad_id, device)
+    scores = torch.full((batch, k), NEG_INF, device=device)
+    scores[:, 0] = 0.0  # only the first beam is live at the start
+    active = torch.arange(batch, device=device)  # original sentence of each batch position
+    results: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    for t in range(longest):
+        logp = search.step()  # (B·K, V)
+        n, vocab = scores.size(0), logp.size(-1)
+        cand = (scores[:, :, None] + logp.view(n, k, vocab)).view(n, k * vocab)
+        top_scores, top_idx = cand.topk(min(2 * k, k * vocab), dim=1)  # (B, 2K), best first
+        top_logp = logp.view(n, k * vocab).gather(1, top_idx)
+        top_tok = top_idx % vocab
+        rows = torch.arange(n, device=device)[:, None] * k + top_idx // vocab  # (B, 2K)
+        is_eos = top_tok == eos_id
+        last = limit[active] == t + 1  # (B,)
+        rank = torch.arange(top_idx.size(1), device=device)
+        finishing = (is_eos | last[:, None]) & (rank < k) & (top_scores > NEG_INF)
+        if finishing.any():
+            tokens = torch.cat([search.prefix[rows, 1 : t + 1], top_tok[:, :, None]], dim=2)  # (B, 2K, t+1)
+            token_scores = torch.cat([search.logprobs[rows, :t], top_logp[:, :, None]], dim=2)
+            pool.add(torch.where(finishing, top_scores / divisor[t], NEG_INF), top_scores, tokens, token_scores)
+        order = is_eos.to(torch.int8).argsort(dim=1, stable=True)[:, :k]  # the K best non-EOS, by rank
+        next_scores = top_scores.gather(1, order)
+        bound = next_scores[:, 0] / best_divisor[active]
+        done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= bound))
+        for b in done.nonzero().flatten().tolist():
+            results[int(active[b])] = pool.hypotheses(b, eos_id)
+        keep = (~done).nonzero().flatten()
+        if keep.numel() == 0:
+            break
+        shrink = keep if keep.numel() < n else None
+        search.select(rows.gather(1, order)[keep].flatten(), shrink)
+        search.append(top_tok.gather(1, order)[keep].flatten(), top_logp.gather(1, order)[keep].flatten())
+        scores, active = next_scores[keep], active[keep]
+        if shrink is not None:
+            pool.keep(keep)
+    return results

@@ -1,0 +1,132 @@
+"""What every search shares: its options, its hypotheses, and the step over a batch of prefixes."""
+
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor
+
+from transformer.cache import DecoderCache
+from transformer.config import LENGTH_PENALTIES, STRATEGIES, DecodingConfig
+from transformer.tokenizer import BOS_ID, EOS_ID
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Hypothesis:
+    """A finished translation: ids without BOS/EOS, its score (beam: length-normalised; otherwise its
+    log-probability), its log-probability, and the log-probability of each generated token (EOS included)."""
+
+    tokens: list[int]
+    score: float
+    logprob: float
+    token_scores: list[float]
+
+
+def strip_eos(tokens: list[int], eos_id: int) -> list[int]:
+    """`tokens` without a final EOS."""
+    return tokens[:-1] if tokens and tokens[-1] == eos_id else tokens
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """The settings of one search; their meaning is documented on `DecodingConfig`, whose defaults they take."""
+
+    strategy: str
+    beam_size: int
+    n_best: int
+    length_penalty: float
+    length_penalty_kind: str
+    max_len_a: float
+    max_len_b: int
+    min_len: int
+    no_repeat_ngram_size: int
+    top_k: int
+    top_p: float
+    temperature: float
+    use_cache: bool = True
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+
+    @classmethod
+    def from_config(cls, cfg: DecodingConfig | None = None, **overrides) -> "SearchOptions":
+        """The options of `cfg` (default `DecodingConfig()`), with `overrides` (any field) replacing its values."""
+        cfg = DecodingConfig() if cfg is None else cfg
+        values = {f.name: getattr(cfg, f.name) for f in fields(cls) if f.name in DecodingConfig.__dataclass_fields__}
+        return cls(**{**values, **overrides})
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy={self.strategy!r}; choose {', '.join(STRATEGIES)}")
+        if self.length_penalty_kind not in LENGTH_PENALTIES:
+            raise ValueError(f"length_penalty_kind={self.length_penalty_kind!r}; choose {', '.join(LENGTH_PENALTIES)}")
+        if self.beam_size < 1 or not 1 <= self.n_best <= self.beam_size:
+            raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size (got {self.beam_size}, {self.n_best})")
+        if self.temperature <= 0 or not 0 < self.top_p <= 1:
+            raise ValueError(f"need temperature > 0 and 0 < top_p <= 1 (got {self.temperature}, {self.top_p})")
+
+    def output_limits(self, src_lengths: Tensor, max_positions: int) -> Tensor:
+        """Per-sentence output limits a·len+b (source tokens incl. EOS), capped by the model's positions."""
+        limit = (self.max_len_a * src_lengths + self.max_len_b).long()
+        return limit.clamp(1, max_positions - 1)
+
+
+def limits(max_len: int | Tensor, batch: int, device: torch.device) -> Tensor:
+    """Per-sentence output limits (B,) from an int or a (B,) tensor."""
+    if isinstance(max_len, Tensor):
+        return max_len.to(device=device, dtype=torch.long)
+    return torch.full((batch,), int(max_len), dtype=torch.long, device=device)
+
+
+class SearchState:
+    """Encoder output, optional cache and prefixes for a batch of rows (hypotheses).
+
+    Rows are `group` hypotheses per source sentence, sentence-major.
+    """
+
+    def __init__(self, model, src: Tensor, options: SearchOptions, group: int, max_len: int):
+        self.model, self.eos_id = model, options.eos_id
+        self.memory, self.src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
+        self.cache: DecoderCache | None = model.init_cache(self.memory, group, max_len) if options.use_cache else None
+        rows = src.size(0) * group
+        self.prefix = torch.full((rows, max_len + 1), options.bos_id, dtype=torch.long, device=src.device)
+        self.logprobs = torch.zeros(rows, max_len, device=src.device)  # per generated token
+        self.length = 1  # filled prefix positions, BOS included
+        self.banned = [options.bos_id, model.pad_id]
+        self.min_len, self.ngram = options.min_len, options.no_repeat_ngram_size
+
+    def step(self) -> Tensor:
+        """Log-probabilities (N, V) of the next token for every row, with banned tokens at -inf."""
+        prefix = self.prefix[:, : self.length]
+        tgt_in = prefix[:, -1:] if self.cache is not None else prefix
+        logits = self.model.decode(tgt_in, self.memory, self.src_mask, self.cache)
+        logp = torch.log_softmax(logits[:, -1].float(), dim=-1)
+        logp[:, self.banned] = NEG_INF
+        if self.length - 1 < self.min_len and 0 <= self.eos_id < logp.size(1):
+            logp[:, self.eos_id] = NEG_INF
+        if self.ngram > 0 and self.length >= self.ngram:
+            self._block_repeats(logp, prefix)
+        return logp
+
+    def _block_repeats(self, logp: Tensor, prefix: Tensor) -> None:
+        """Forbid tokens that would repeat an n-gram already in the row's prefix."""
+        n = self.ngram
+        windows = prefix.unfold(1, n, 1)  # (N, W, n): every n-gram so far
+        tail = prefix[:, None, self.length - n + 1 :]  # (N, 1, n-1): the newest n-1 tokens
+        seen = (windows[:, :, : n - 1] == tail).all(dim=-1)  # (N, W)
+        logp.scatter_add_(1, windows[:, :, -1], torch.where(seen, NEG_INF, 0.0))
+
+    def append(self, tokens: Tensor, logprobs: Tensor) -> None:
+        self.prefix[:, self.length] = tokens
+        self.logprobs[:, self.length - 1] = logprobs
+        self.length += 1
+
+    def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        """Keep `rows` (and, when the batch shrinks, their `sentences`) in that order."""
+        self.prefix = self.prefix.index_select(0, rows)
+        self.logprobs = self.logprobs.index_select(0, rows)
+        if sentences is not None:
+            self.memory = self.memory.index_select(0, sentences)
+            self.src_mask = self.src_mask.index_select(0, sentences)
+        if self.cache is not None:
+            self.cache.reorder(rows, sentences)
