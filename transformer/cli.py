@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from transformer.config import register_configs
+from transformer.config import check_config, register_configs
 from transformer.errors import UserError
 
 CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "configs")
@@ -66,17 +68,50 @@ def check_override(schema: type, override: str) -> None:
             return
 
 
-def hydra_app(config_name: str, schema: type) -> Callable[[Callable[[DictConfig], None]], Callable[[], None]]:
-    """Make a console-script entry point: check the overrides against `schema`, then run the Hydra app."""
+def _one_line(err: BaseException) -> str:
+    """An exception and its causes as one line (Hydra's messages span several)."""
+    parts = []
+    while err is not None:
+        text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+        if text and text not in parts:
+            parts.append(text)
+        err = err.__cause__
+    return ": ".join(parts)
+
+
+def compose_checked(config_name: str, overrides: list[str]) -> DictConfig:
+    """Compose the config as the app will, and check every setting before Hydra starts the job."""
+    try:
+        with hydra.initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+            cfg = hydra.compose(config_name, overrides=overrides)
+        missing = sorted(OmegaConf.missing_keys(cfg))
+    except (HydraException, OmegaConfBaseException) as err:
+        raise UserError(f"{_one_line(err)} (see --help)") from None
+    if missing:
+        raise UserError(f"missing required setting {', '.join(missing)}: give {missing[0]}=... on the command line")
+    check_config(cfg)
+    return cfg
+
+
+def hydra_app(
+    config_name: str, schema: type, before: Callable[[DictConfig, list[str]], None] | None = None
+) -> Callable[[Callable[[DictConfig], None]], Callable[[], None]]:
+    """Make a console-script entry point: check the overrides against `schema`, compose and check the whole
+    config (then `before(cfg, overrides)`, e.g. to lock a folder), then run the Hydra app."""
 
     def wrap(run: Callable[[DictConfig], None]) -> Callable[[], None]:
         app = hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=config_name)(run)
 
         @functools.wraps(run)
         def main() -> None:
+            overrides = sys.argv[1:]
             with user_errors():
-                for override in sys.argv[1:]:
+                for override in overrides:
                     check_override(schema, override)
+                if not any(arg.startswith("-") for arg in overrides):  # --help, --cfg, -m: Hydra's own modes
+                    cfg = compose_checked(config_name, overrides)
+                    if before is not None:
+                        before(cfg, overrides)
             app()
 
         return main
