@@ -68,11 +68,15 @@ def check_override(schema: type, override: str) -> None:
             return
 
 
+OMEGACONF_DETAILS = ("full_key:", "reference_type=", "object_type=")
+
+
 def _one_line(err: BaseException) -> str:
     """An exception and its causes as one line (Hydra's messages span several)."""
     parts = []
     while err is not None:
-        text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+        lines = [line.strip() for line in str(err).splitlines()]
+        text = " ".join(line for line in lines if line and not line.startswith(OMEGACONF_DETAILS))
         if text and text not in parts:
             parts.append(text)
         err = err.__cause__

@@ -30,7 +30,7 @@ def train_sentencepiece(sentences: Iterator[str], cfg: TokenizerConfig) -> bytes
     except RuntimeError as err:  # SentencePiece's errors about the settings, e.g. a vocabulary below the characters
         raise UserError(
             f"SentencePiece cannot train with data.tokenizer.vocab_size={cfg.vocab_size} "
-            f"({str(err).strip().splitlines()[-1]}); raise data.tokenizer.vocab_size "
+            f"({str(err).strip().splitlines()[-1].rsplit('] ', 1)[-1]}); raise data.tokenizer.vocab_size "
             "(or lower data.tokenizer.character_coverage)"
         ) from None
     return model.getvalue()
