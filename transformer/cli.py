@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hydra
-from hydra.errors import HydraException
+from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -89,8 +89,13 @@ def compose_checked(config_name: str, overrides: list[str]) -> DictConfig:
         with hydra.initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
             cfg = hydra.compose(config_name, overrides=overrides)
         missing = sorted(OmegaConf.missing_keys(cfg))
+    except OverrideParseException as err:
+        raise UserError(
+            f"cannot parse {err.override!r} ({_one_line(err).split(' See https')[0]}); put a value with spaces or "
+            """punctuation in quotes inside the shell's quotes, e.g. 'sentences=["Bonjour !","Un homme lit."]'"""
+        ) from None
     except (HydraException, OmegaConfBaseException) as err:
-        raise UserError(f"{_one_line(err)} (see --help)") from None
+        raise UserError(f"{_one_line(err).split(' Config search path')[0]} (see --help)") from None
     if missing:
         raise UserError(f"missing required setting {', '.join(missing)}: give {missing[0]}=... on the command line")
     check_config(cfg)
