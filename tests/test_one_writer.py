@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import datasets
 import pytest
 from omegaconf import OmegaConf
 from safetensors import safe_open
@@ -142,3 +143,17 @@ def _tokenizer() -> Tokenizer:
     words = ["un chien court", "le chat dort", "une femme mange dans le parc"] * 20
     model = train_sentencepiece(iter(words), TokenizerConfig(vocab_size=60))
     return Tokenizer(model, model)
+
+
+def test_a_full_disk_while_preparing_leaves_no_half_prepared_folder(corpus, tmp_path, monkeypatch):
+    from tests.test_data import files_config
+
+    def full_disk(self, path, *args, **kwargs):
+        Path(path).mkdir(parents=True)
+        (Path(path) / "data-00000-of-00001.arrow").write_bytes(b"half a split")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(datasets.Dataset, "save_to_disk", full_disk)
+    with pytest.raises(UserError, match=r"no space left to write .*prepared/toy-fr-en-\w+ \(\d+ MiB free in "):
+        prepare(files_config(corpus, tmp_path))
+    assert [p.name for p in (tmp_path / "prepared").iterdir() if p.suffix != ".lock"] == []

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from transformer.config import DataConfig
 from transformer.corpus import ParallelFiles, extra_train_files, fetch, read_parallel, split_names
 from transformer.errors import UserError
-from transformer.files import atomic_rename_dir, atomic_write_text
+from transformer.files import atomic_rename_dir, atomic_write_text, disk_errors
 from transformer.locks import exclusive
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 
@@ -139,7 +139,8 @@ def prepare(cfg: DataConfig) -> PreparedData:
             shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.tmp-", dir=out.parent))
         try:
-            counts = _build(cfg, files, extras, tmp)
+            with disk_errors(out):
+                counts = _build(cfg, files, extras, tmp)
             shutil.rmtree(out, ignore_errors=True)  # an incomplete folder without meta.json
             atomic_rename_dir(tmp, out)
         finally:

@@ -18,7 +18,7 @@ def _free_space(directory: Path) -> str:
         return "free space unknown"
 
 
-def disk_full(path: Path, err: OSError) -> UserError:
+def _disk_full(path: Path) -> UserError:
     """The user error for a write that ran out of space (or quota), naming the file and the free space."""
     return UserError(
         f"no space left to write {path} ({_free_space(path.parent)} in {path.parent}); "
@@ -32,13 +32,15 @@ def _fsync(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _space_errors(path: Path) -> Iterator[None]:
-    """Turn ENOSPC/EDQUOT into the user error that names `path`; other errors pass unchanged."""
+def disk_errors(path: Path) -> Iterator[None]:
+    """Turn a full disk (ENOSPC, EDQUOT) or a refused permission while writing `path` into a user error."""
     try:
         yield
+    except PermissionError as err:
+        raise UserError(f"cannot write {path}: permission denied ({err.strerror}); choose another folder") from err
     except OSError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise disk_full(path, err) from err
+            raise _disk_full(path) from err
         raise
 
 
@@ -50,16 +52,16 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{path} is a folder; give a file name to write to")
-    with _space_errors(path):
+    with disk_errors(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
     os.close(fd)
     tmp = Path(name)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make every written file private
     try:
-        with _space_errors(path):
+        with disk_errors(path):
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make every written file private
             write(tmp)
             _fsync(tmp)
             os.replace(tmp, path)
@@ -79,5 +81,5 @@ def atomic_copy(source: Path, path: Path) -> None:
 
 def atomic_rename_dir(tmp: Path, path: Path) -> None:
     """Move the finished folder `tmp` to `path` (one rename; `path` must not exist)."""
-    with _space_errors(path):
+    with disk_errors(path):
         os.rename(tmp, path)
