@@ -137,6 +137,7 @@ def read_lines(path: Path) -> Iterator[str]:
 
 
 def count_lines(path: Path) -> int:
+    """How many lines a text file (plain or .gz) has."""
     return sum(1 for _ in raw_lines(path))
 
 
