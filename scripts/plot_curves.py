@@ -15,6 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
+from transformer.files import atomic_write  # noqa: E402
+
 PANELS = [("train/loss", "train loss (label-smoothed)"), ("val/loss", "val loss"), ("val/bleu", "val BLEU")]
 
 
@@ -47,8 +49,7 @@ def plot(runs: list[Path], output: Path, x_axis: str) -> None:
             ax.grid(alpha=0.3)
     axes[-1].legend(fontsize=8)
     fig.tight_layout()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output, dpi=110)
+    atomic_write(output, lambda tmp: fig.savefig(tmp, dpi=110, format=output.suffix.lstrip(".") or "png"))
     print(f"wrote {output}")
 
 

@@ -23,6 +23,7 @@ from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.config import DecodingConfig
 from transformer.corpus import ParallelFiles, fetch, read_parallel
+from transformer.files import atomic_write_text
 from transformer.translator import Translator
 
 EXTRA = {"tatoeba_test": ("tatoeba", "test"), "newstest2014": ("newstest2014", "test")}
@@ -115,7 +116,7 @@ def main() -> None:
         "",
         *sample_rows,
     ]
-    args.output.write_text("\n".join(report) + "\n", encoding="utf-8")
+    atomic_write_text(args.output, "\n".join(report) + "\n")
     print(f"wrote {args.output}")
 
 

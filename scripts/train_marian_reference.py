@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from transformer.batching import TrainBatches, pad
 from transformer.data import PreparedData
+from transformer.files import atomic_write_text
 from transformer.optim import inverse_sqrt
 
 
@@ -101,7 +102,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     header = f"MarianMT small, {args.minutes:g} training minutes, {steps} steps ({args.prepared.name})\n\n"
     table = "| split | decoding | BLEU | chrF |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
-    args.output.write_text(header + table)
+    atomic_write_text(args.output, header + table)
     print(f"wrote {args.output}")
 
 

@@ -2,11 +2,17 @@
 
 import gzip
 import random
+import shlex
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 
+from transformer.checkpoint import build_model, save_checkpoint
+from transformer.cli import CONFIG_PATH
+from transformer.data import prepare
 from transformer.model import Transformer
 
 WORDS_FR = ["un", "chien", "chat", "homme", "femme", "court", "mange", "dort", "rouge", "bleu", "dans", "le", "parc"]
@@ -50,4 +56,41 @@ def corpus(tmp_path: Path) -> dict[str, tuple[Path, Path]]:
         "train": write_corpus(tmp_path, "train", 300, seed=1, gz=True),
         "val": write_corpus(tmp_path, "val", 20, seed=2),
         "test": write_corpus(tmp_path, "test", 20, seed=3),
+    }
+
+
+def _data_args(tmp: Path, prepared: Path) -> str:
+    return (
+        f"data=files data.train.src={tmp}/train.fr.gz data.train.tgt={tmp}/train.en.gz "
+        f"data.val.src={tmp}/val.fr data.val.tgt={tmp}/val.en "
+        f"+data.test.toy.src={tmp}/test.fr +data.test.toy.tgt={tmp}/test.en "
+        f"data.prepared_dir={prepared} data.tokenizer.vocab_size=60"
+    )
+
+
+@pytest.fixture(scope="module")
+def cli_setup(tmp_path_factory) -> dict[str, str]:
+    """A tiny corpus, its prepared form (and a damaged copy) and an untrained checkpoint, made in-process."""
+    tmp = tmp_path_factory.mktemp("mistakes")
+    for name, n, seed, gz in (("train", 200, 1, True), ("val", 10, 2, False), ("test", 10, 3, False)):
+        write_corpus(tmp, name, n, seed, gz)
+    (tmp / "fake.fr.gz").write_text("un chien\n")  # plain text named .gz
+    shutil.copy(tmp / "train.en.gz", tmp / "fake.en.gz")
+    (tmp / "empty").mkdir()
+    data = _data_args(tmp, tmp / "prepared")
+    with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+        cfg = compose("train", overrides=[*shlex.split(data), "model=tiny"])
+    prepared = prepare(cfg.data)
+    model = build_model(cfg.model, prepared.tokenizer)
+    save_checkpoint(tmp / "run" / "checkpoints" / "best.safetensors", model, prepared.tokenizer, cfg, step=0)
+    damaged = tmp / "damaged"
+    shutil.copytree(tmp / "prepared", damaged)
+    shutil.rmtree(damaged / prepared.dir.name / "train")
+    return {
+        "tmp": str(tmp),
+        "data": data,
+        "data_damaged": _data_args(tmp, damaged),
+        "tiny": "model=tiny trainer.max_steps=2 trainer.val_every=1 trainer.batch_tokens=256 trainer.progress=false",
+        "ckpt": f"checkpoint={tmp / 'run'}",
+        "dir": str(tmp / "empty"),
     }

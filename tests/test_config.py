@@ -1,6 +1,7 @@
 """The real Hydra configs compose, and bad settings are rejected before any work."""
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
@@ -87,12 +88,55 @@ def test_valid_overrides_and_hydra_syntax_pass_the_key_check():
         ("data.subword_dropout=1.0", r"data.subword_dropout=1.0 must be in \[0, 1\)"),
         ("data.subword_dropout=0.1 data.tokenizer.model_type=unigram", "needs data.tokenizer.model_type=bpe"),
         ("trainer.precision=fp8", "trainer.precision='fp8' is not one of fp32, bf16, fp16"),
+        ("decoding=sample decoding.temperature=0", "decoding.temperature=0.0 must be greater than 0"),
+        ("decoding=sample decoding.top_p=1.5", r"decoding.top_p=1.5 must be in \(0, 1\]"),
+        ("decoding=sample decoding.top_p=0", r"decoding.top_p=0.0 must be in \(0, 1\]"),
+        ("decoding=sample decoding.top_k=-1", "decoding.top_k=-1 must be at least 0"),
+        ("decoding=beam decoding.n_best=6", "decoding.n_best=6 must be at most decoding.beam_size=5"),
+        ("decoding=greedy decoding.n_best=2", "needs decoding=beam"),
+        ("decoding.max_len_a=-1", "decoding.max_len_a=-1.0 must be at least 0"),
+        ("decoding.min_len=-1", "decoding.min_len=-1 must be at least 0"),
+        ("decoding.batch_size=0", "decoding.batch_size=0 must be at least 1"),
+        ("decoding.no_repeat_ngram_size=-2", "decoding.no_repeat_ngram_size=-2 must be at least 0"),
+        ("model.dropout=-0.1", r"model.dropout=-0.1 must be in \[0, 1\)"),
+        ("model.attention_dropout=1", r"model.attention_dropout=1.0 must be in \[0, 1\)"),
+        ("model.d_model=33 model.n_heads=3", "model.d_model=33 must be even"),
+        ("model.n_heads=0", "model.n_heads=0 must be at least 1"),
+        ("data.max_len=2000", "model.max_positions=1024 must exceed data.max_len\\+1=2001"),
+        ("data.tokenizer.character_coverage=0", r"character_coverage=0.0 must be in \(0, 1\]"),
+        ("optim.lr=0", "optim.lr=0.0 must be greater than 0"),
+        ("optim.warmup_steps=-1", "optim.warmup_steps=-1 must be at least 0"),
+        ("optim.betas=[0.9,1.0]", r"optim.betas\[1\]=1.0 must be in \[0, 1\)"),
+        ("optim.label_smoothing=1", r"optim.label_smoothing=1.0 must be in \[0, 1\)"),
+        ("optim.clip_norm=-1", "optim.clip_norm=-1.0 must be at least 0"),
+        ("trainer.keep_last=-1", "trainer.keep_last=-1 must be at least 0"),
+        ("trainer.max_minutes=-5", "trainer.max_minutes=-5.0 must be at least 0"),
+        pytest.param(
+            "trainer.device=cuda",
+            "trainer.device=cuda: no CUDA GPU is available here",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here"),
+        ),
+        ("trainer.device=tpu", "trainer.device=tpu: not a device"),
     ],
 )
 def test_impossible_settings_are_rejected(override, message):
     check_config(make("train"))  # the defaults are fine
     with pytest.raises(UserError, match=message):
         check_config(make("train", override.split()))
+
+
+def test_every_problem_is_named_in_one_line():
+    with pytest.raises(UserError) as err:
+        check_config(make("train", ["optim.lr=0", "decoding=sample", "decoding.temperature=-1"]))
+    assert "optim.lr=0.0" in str(err.value) and "decoding.temperature=-1.0" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_the_shared_corpora_folder_is_one_setting():
+    cfg = make("train", ["+experiment=tatoeba_multi30k", "data.shared_dir=/corpora"])
+    assert cfg.data.mirror == "/corpora/multi30k"
+    assert cfg.data.extra_train.tatoeba.src == "/corpora/tatoeba/train.fr.gz"
+    assert make("prepare", ["data=tatoeba", "data.shared_dir=/corpora"]).data.mirror == "/corpora/tatoeba"
 
 
 def test_the_tatoeba_recipe_resolves_its_corpus_paths_for_the_prepared_data_name(tmp_path):

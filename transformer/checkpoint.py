@@ -6,7 +6,6 @@ resolved training config (YAML) and progress (step, val BLEU). It is written to
 a temporary file and renamed, so a crash never leaves a half-written one.
 """
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from transformer.errors import UserError
+from transformer.files import atomic_write
 from transformer.model import Transformer, build_model
 from transformer.state import PREFIX as STATE_PREFIX
 from transformer.state import pack, unpack
@@ -81,12 +81,7 @@ def save_checkpoint(
     if state is not None:
         state_tensors, metadata["state"] = pack(state)
         tensors.update(state_tensors)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    save_file(tensors, str(tmp), metadata=metadata)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
 def resolve_checkpoint(path: str) -> Path:

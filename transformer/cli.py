@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from hydra.errors import HydraException, OverrideParseException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from transformer.config import register_configs
+from transformer.config import check_config, register_configs
 from transformer.errors import UserError
 
 CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "configs")
@@ -66,17 +68,59 @@ def check_override(schema: type, override: str) -> None:
             return
 
 
-def hydra_app(config_name: str, schema: type) -> Callable[[Callable[[DictConfig], None]], Callable[[], None]]:
-    """Make a console-script entry point: check the overrides against `schema`, then run the Hydra app."""
+OMEGACONF_DETAILS = ("full_key:", "reference_type=", "object_type=")
+
+
+def _one_line(err: BaseException) -> str:
+    """An exception and its causes as one line (Hydra's messages span several)."""
+    parts = []
+    while err is not None:
+        lines = [line.strip() for line in str(err).splitlines()]
+        text = " ".join(line for line in lines if line and not line.startswith(OMEGACONF_DETAILS))
+        if text and text not in parts:
+            parts.append(text)
+        err = err.__cause__
+    return ": ".join(parts)
+
+
+def compose_checked(config_name: str, overrides: list[str]) -> DictConfig:
+    """Compose the config as the app will, and check every setting before Hydra starts the job."""
+    try:
+        with hydra.initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+            cfg = hydra.compose(config_name, overrides=overrides)
+        missing = sorted(OmegaConf.missing_keys(cfg))
+    except OverrideParseException as err:
+        raise UserError(
+            f"cannot parse {err.override!r} ({_one_line(err).split(' See https')[0]}); put a value with spaces or "
+            """punctuation in quotes inside the shell's quotes, e.g. 'sentences=["Bonjour !","Un homme lit."]'"""
+        ) from None
+    except (HydraException, OmegaConfBaseException) as err:
+        raise UserError(f"{_one_line(err).split(' Config search path')[0]} (see --help)") from None
+    if missing:
+        raise UserError(f"missing required setting {', '.join(missing)}: give {missing[0]}=... on the command line")
+    check_config(cfg)
+    return cfg
+
+
+def hydra_app(
+    config_name: str, schema: type, before: Callable[[DictConfig, list[str]], None] | None = None
+) -> Callable[[Callable[[DictConfig], None]], Callable[[], None]]:
+    """Make a console-script entry point: check the overrides against `schema`, compose and check the whole
+    config (then `before(cfg, overrides)`, e.g. to lock a folder), then run the Hydra app."""
 
     def wrap(run: Callable[[DictConfig], None]) -> Callable[[], None]:
         app = hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=config_name)(run)
 
         @functools.wraps(run)
         def main() -> None:
+            overrides = sys.argv[1:]
             with user_errors():
-                for override in sys.argv[1:]:
+                for override in overrides:
                     check_override(schema, override)
+                if not any(arg.startswith("-") for arg in overrides):  # --help, --cfg, -m: Hydra's own modes
+                    cfg = compose_checked(config_name, overrides)
+                    if before is not None:
+                        before(cfg, overrides)
             app()
 
         return main

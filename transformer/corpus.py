@@ -7,8 +7,8 @@ get wrong and says which file and line.
 
 import gzip
 import logging
-import shutil
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import zip_longest
@@ -17,6 +17,7 @@ from typing import IO
 
 from transformer.config import DataConfig
 from transformer.errors import UserError
+from transformer.files import atomic_copy, atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -79,46 +80,65 @@ def fetch(cfg: DataConfig, splits: list[str]) -> dict[str, ParallelFiles]:
 def _obtain(cfg: DataConfig, path: Path) -> None:
     if cfg.dir is None or path.parent != Path(cfg.dir):
         raise UserError(f"missing corpus file {path}; check the data.* paths")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     mirror = Path(cfg.mirror) / path.name if cfg.mirror else None
     if mirror is not None and mirror.exists():
         log.info("copying %s -> %s", mirror, path)
-        shutil.copyfile(mirror, tmp)
+        atomic_copy(mirror, path)
     elif cfg.url:
         split, lang = path.name[: -len(".gz")].rsplit(".", 1)
         url = cfg.url.format(split=split, lang=lang)
         log.info("downloading %s", url)
         try:
-            urllib.request.urlretrieve(url, tmp)
+            atomic_write(path, lambda tmp: urllib.request.urlretrieve(url, tmp))
         except OSError as err:
             raise UserError(f"could not download {url} ({err}); put the file at {path} or set data.mirror") from err
     else:
-        raise UserError(f"missing corpus file {path}, and no data.mirror or data.url to get it from")
-    tmp.replace(path)
+        where = f"the mirror {mirror.parent} does not have it" if mirror else "no data.mirror is set"
+        raise UserError(
+            f"missing corpus file {path}: {where} and corpus {cfg.name!r} has no download source (data.url); "
+            f"put the {cfg.name} files ({{split}}.{{lang}}.gz) in {cfg.dir}, or set data.shared_dir=DIR "
+            f"(or data.mirror=DIR) to a folder that holds them"
+        )
 
 
 def _open(path: Path) -> IO[bytes]:
     if not path.exists():
         raise UserError(f"missing corpus file {path}")
+    if path.is_dir():
+        raise UserError(f"{path} is a folder; give a text file (one sentence per line, plain or .gz)")
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def raw_lines(path: Path) -> Iterator[bytes]:
+    """The undecoded lines of a text file, plain or gzip (by its .gz suffix)."""
+    with _open(path) as f:
+        try:
+            yield from f
+        except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+            raise UserError(
+                f"{path} is not a valid gzip file ({err}); compress it with gzip, or drop the .gz from its name"
+            ) from None
+
+
+def decode_line(raw: bytes, where: str) -> str:
+    """One line as text without its ending (LF or CRLF); `where` (e.g. "FILE:LINE") names it if it is not UTF-8."""
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as err:
+        raise UserError(
+            f"{where}: not valid UTF-8 ({err.reason} at byte {err.start + 1}); re-encode it as UTF-8"
+        ) from None
 
 
 def read_lines(path: Path) -> Iterator[str]:
     """Lines of a UTF-8 text file (plain or .gz) without line endings (LF or CRLF)."""
-    with _open(path) as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                yield raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as err:
-                raise UserError(
-                    f"{path}:{number}: not valid UTF-8 ({err.reason}); re-encode the file as UTF-8"
-                ) from err
+    for number, raw in enumerate(raw_lines(path), start=1):
+        yield decode_line(raw, f"{path}:{number}")
 
 
 def count_lines(path: Path) -> int:
-    with _open(path) as f:
-        return sum(1 for _ in f)
+    """How many lines a text file (plain or .gz) has."""
+    return sum(1 for _ in raw_lines(path))
 
 
 def read_parallel(files: ParallelFiles, skipped: list[int] | None = None) -> Iterator[tuple[str, str]]:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import shutil
+import tempfile
 from itertools import chain
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from omegaconf import OmegaConf
 from transformer.config import DataConfig
 from transformer.corpus import ParallelFiles, extra_train_files, fetch, read_parallel, split_names
 from transformer.errors import UserError
+from transformer.files import atomic_rename_dir, atomic_write_text, disk_errors
+from transformer.locks import exclusive
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 
 log = logging.getLogger(__name__)
@@ -50,14 +53,26 @@ class PreparedData:
 
     def __init__(self, directory: Path):
         self.dir = directory
-        self.tokenizer = Tokenizer.load(directory)
-        self.meta = json.loads((directory / "meta.json").read_text())
+        try:
+            self.tokenizer = Tokenizer.load(directory)
+            self.meta = json.loads((directory / "meta.json").read_text())
+        except (OSError, ValueError, RuntimeError) as err:
+            raise self._damaged(err) from err
+
+    def _damaged(self, err: Exception) -> UserError:
+        return UserError(
+            f"the prepared data in {self.dir} is damaged ({type(err).__name__}: {err}); "
+            f"delete that folder (rm -r {self.dir}) and run again to rebuild it"
+        )
 
     def split(self, name: str) -> datasets.Dataset:
         """Columns: src, tgt (text), src_ids, tgt_ids (subword ids without BOS/EOS), src_len, tgt_len."""
         if name not in self.meta["splits"]:
             raise UserError(f"no split {name!r} in {self.dir}; available: {self.meta['splits']}")
-        return datasets.load_from_disk(str(self.dir / name))
+        try:
+            return datasets.load_from_disk(str(self.dir / name))
+        except (OSError, ValueError) as err:
+            raise self._damaged(err) from err
 
 
 def _pairs(files: ParallelFiles):
@@ -105,8 +120,9 @@ def _train_tokenizer(cfg: DataConfig, train: datasets.Dataset) -> Tokenizer:
 def prepare(cfg: DataConfig) -> PreparedData:
     """Fetch the corpus, train SentencePiece on its training split, tokenize every split.
 
-    Work happens in a temporary directory renamed into place at the end, so a
-    failure (a bad file, Ctrl-C) leaves no half-prepared directory behind.
+    Work happens in a temporary folder of this process, renamed into place at the end, so a
+    failure (a bad file, Ctrl-C) leaves no half-prepared folder behind. A lock
+    (`.<folder>.lock`) lets one process build at a time: a second one waits, then reuses what the first built.
     """
     splits = split_names(cfg)
     files = fetch(cfg, splits)
@@ -115,16 +131,20 @@ def prepare(cfg: DataConfig) -> PreparedData:
     if (out / "meta.json").exists():
         log.info("reusing prepared data in %s", out)
         return PreparedData(out)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        counts = _build(cfg, files, extras, tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    with exclusive(out.with_name(f".{out.name}.lock")):
+        if (out / "meta.json").exists():
+            log.info("reusing prepared data in %s (built by another process meanwhile)", out)
+            return PreparedData(out)
+        for stale in out.parent.glob(f"{out.name}.tmp*"):  # left by a killed process: nobody else builds now
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.tmp-", dir=out.parent))
+        try:
+            with disk_errors(out):
+                counts = _build(cfg, files, extras, tmp)
+            shutil.rmtree(out, ignore_errors=True)  # an incomplete folder without meta.json
+            atomic_rename_dir(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     log.info("prepared %s: %s", out, ", ".join(f"{s} {n}" for s, n in counts.items()))
     return PreparedData(out)
 
@@ -174,6 +194,6 @@ def _build(
         "settings": _settings(cfg),
         "files": {s: {"src": str(f.src), "tgt": str(f.tgt)} for s, f in {**files, **extras}.items()},
     }
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=2))
     shutil.rmtree(cache)
     return counts

@@ -1,7 +1,6 @@
 """`transformer-evaluate`: sacreBLEU and chrF of a checkpoint on a corpus split or given files."""
 
 import logging
-import os
 from pathlib import Path
 
 import sacrebleu
@@ -9,21 +8,31 @@ from omegaconf import DictConfig
 
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import hydra_app, user_errors
-from transformer.config import EvaluateConfig, check_config
+from transformer.config import DecodingConfig, EvaluateConfig, check_config
 from transformer.corpus import ParallelFiles, fetch, read_parallel
 from transformer.errors import UserError
+from transformer.files import atomic_write_text
 from transformer.runtime import pick_device
 from transformer.translator import Translator
 
 log = logging.getLogger(__name__)
 
 
-def write_lines(path: Path, lines: list[str]) -> None:
-    """Write one line per item atomically (temporary file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    os.replace(tmp, path)
+def decoding_label(d: DictConfig) -> str:
+    """The decoding in a file name, so two decodings never share one: greedy, beam5, sample-t1-k0-p0.9-seed0,
+    plus every length setting that differs from its default (e.g. beam5-lp0.6-min3)."""
+    if d.strategy == "sample":
+        label = f"sample-t{d.temperature:g}-k{d.top_k}-p{d.top_p:g}-seed{d.seed}"
+    else:
+        label = "greedy" if d.strategy == "greedy" else f"beam{d.beam_size}"
+    default = DecodingConfig()
+    short = {"max_len_a": "a", "max_len_b": "b", "min_len": "min", "no_repeat_ngram_size": "norepeat"}
+    if d.strategy == "beam":
+        short.update(length_penalty="lp", length_penalty_kind="lpkind")
+    for key, tag in short.items():
+        if d[key] != getattr(default, key):
+            label += f"-{tag}{d[key]:g}" if isinstance(d[key], float) else f"-{tag}{d[key]}"
+    return label
 
 
 def test_files(cfg: DictConfig, data_cfg: DictConfig) -> ParallelFiles:
@@ -39,6 +48,8 @@ def test_files(cfg: DictConfig, data_cfg: DictConfig) -> ParallelFiles:
 def main(cfg: DictConfig) -> None:
     with user_errors():
         check_config(cfg)
+        if cfg.output and Path(cfg.output).is_dir():
+            raise UserError(f"output={cfg.output} is a folder; give the hypotheses file's name (or leave output out)")
         ckpt = load_checkpoint(cfg.checkpoint, pick_device(cfg.device))
         files = test_files(cfg, ckpt.config.data)
         pairs = list(read_parallel(files))
@@ -46,9 +57,9 @@ def main(cfg: DictConfig) -> None:
         translator = Translator(ckpt.model, ckpt.tokenizer, cfg.decoding)
         hyps = translator.translate(sources, progress=True)
         name = cfg.split if not cfg.src_file else Path(cfg.src_file).name
-        strategy = "greedy" if cfg.decoding.strategy == "greedy" else f"beam{cfg.decoding.beam_size}"
-        output = Path(cfg.output) if cfg.output else ckpt.path.with_name(f"{ckpt.path.stem}.{name}.{strategy}.hyp")
-        write_lines(output, hyps)
+        label = decoding_label(cfg.decoding)
+        output = Path(cfg.output) if cfg.output else ckpt.path.with_name(f"{ckpt.path.stem}.{name}.{label}.hyp")
+        atomic_write_text(output, "".join(line + "\n" for line in hyps))
         bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
         print(f"{bleu.corpus_score(hyps, [refs])}  ({bleu.get_signature()})")
         print(f"{chrf.corpus_score(hyps, [refs])}  ({chrf.get_signature()})")

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from transformer.attention import attention_weights  # noqa: E402
+from transformer.files import atomic_write  # noqa: E402
 from transformer.model import Transformer  # noqa: E402
 from transformer.tokenizer import BOS_ID, EOS_ID, Tokenizer  # noqa: E402
 
@@ -52,11 +53,10 @@ def heatmap(weights: Tensor, src_tokens: list[str], tgt_tokens: list[str], title
 
 def save_figure(fig: Figure, path: Path) -> None:
     """Write a PNG atomically and release the figure."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def attention_figure(

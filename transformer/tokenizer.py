@@ -12,6 +12,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from transformer.config import TokenizerConfig
+from transformer.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,18 @@ def train_sentencepiece(sentences: Iterator[str], cfg: TokenizerConfig) -> bytes
     `vocab_size` is a ceiling: a corpus too small for it gets a smaller vocabulary.
     """
     model = io.BytesIO()
+    try:
+        _train(sentences, model, cfg)
+    except RuntimeError as err:  # SentencePiece's errors about the settings, e.g. a vocabulary below the characters
+        raise UserError(
+            f"SentencePiece cannot train with data.tokenizer.vocab_size={cfg.vocab_size} "
+            f"({str(err).strip().splitlines()[-1].rsplit('] ', 1)[-1]}); raise data.tokenizer.vocab_size "
+            "(or lower data.tokenizer.character_coverage)"
+        ) from None
+    return model.getvalue()
+
+
+def _train(sentences: Iterator[str], model: io.BytesIO, cfg: TokenizerConfig) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=sentences,
         model_writer=model,
@@ -39,7 +52,6 @@ def train_sentencepiece(sentences: Iterator[str], cfg: TokenizerConfig) -> bytes
         unk_id=UNK_ID,
         minloglevel=2,
     )
-    return model.getvalue()
 
 
 class Tokenizer:

@@ -8,16 +8,25 @@ from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TrainConfig, check_config
+from transformer.locks import lock_run_dir
 from transformer.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
 
-@hydra_app("train", TrainConfig)
+def lock_given_run_dir(cfg: DictConfig, overrides: list[str]) -> None:
+    """Lock a run folder named on the command line before Hydra writes its config and log into it."""
+    for override in overrides:
+        if override.startswith("hydra.run.dir="):
+            lock_run_dir(Path(override.split("=", 1)[1]))
+
+
+@hydra_app("train", TrainConfig, before=lock_given_run_dir)
 def main(cfg: DictConfig) -> None:
     with user_errors():
         check_config(cfg)
         run_dir = Path(HydraConfig.get().runtime.output_dir)
+        lock_run_dir(run_dir)
         Trainer(cfg, run_dir).fit()
         log.info("checkpoints in %s/checkpoints (best.safetensors, last.safetensors)", run_dir)
         log.info(

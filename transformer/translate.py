@@ -2,11 +2,15 @@
 
 Translations alone go to stdout, one line per input line in input order (an
 empty line stays empty); logs and progress go to stderr. With decoding.n_best > 1
-each input line gives n_best lines "LINE<TAB>SCORE<TAB>TRANSLATION".
+each input line gives n_best lines "LINE<TAB>SCORE<TAB>TRANSLATION"; a line left
+untranslated (blank, too long, or not UTF-8) gives one line "LINE<TAB>0.0000<TAB>".
+A line that is not valid UTF-8 is logged by its number and left untranslated; the
+other lines are translated, and the command then exits with status 2.
 """
 
 import logging
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -14,7 +18,8 @@ from omegaconf import DictConfig
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TranslateConfig, check_config
-from transformer.corpus import read_lines
+from transformer.corpus import decode_line, raw_lines
+from transformer.errors import UserError
 from transformer.plotting import attention_figure, save_figure
 from transformer.runtime import pick_device
 from transformer.translator import Translator
@@ -22,24 +27,43 @@ from transformer.translator import Translator
 log = logging.getLogger(__name__)
 
 
-def interactive(translator: Translator) -> None:
+def decode_input(raw: Iterable[bytes], name: str, bad: list[int], start: int = 1) -> list[str]:
+    """Input lines as text; a line that is not UTF-8 is logged, becomes '' and its number goes to `bad`."""
+    lines = []
+    for number, line in enumerate(raw, start=start):
+        try:
+            lines.append(decode_line(line, f"{name} line {number}"))
+        except UserError as err:
+            log.warning("%s; it is left untranslated (an empty output line)", err)
+            bad.append(number)
+            lines.append("")
+    return lines
+
+
+def interactive(translator: Translator, bad: list[int]) -> None:
     """Translate each line as it is typed, until end of input (Ctrl-D); prompts go to stderr."""
     print("Type a sentence and press Enter; Ctrl-D quits.", file=sys.stderr)
+    number = 0
     while True:
         print("> ", end="", file=sys.stderr, flush=True)
-        line = sys.stdin.readline()
-        if not line:
+        raw = sys.stdin.buffer.readline()
+        if not raw:
             print(file=sys.stderr)
             return
-        print(translator.translate([line.rstrip("\r\n")])[0], flush=True)
+        number += 1
+        line = decode_input([raw], "input", bad, start=number)[0]
+        print(translator.translate([line])[0], flush=True)
 
 
 def write_output(translator: Translator, results: list, n_best: int) -> None:
-    """Best translation per input line, or with n_best > 1 "LINE<TAB>SCORE<TAB>TRANSLATION" lines."""
+    """Best translation per input line, or with n_best > 1 "LINE<TAB>SCORE<TAB>TRANSLATION" lines
+    (one "LINE<TAB>0.0000<TAB>" line for a line left untranslated)."""
     for number, (_, hyps) in enumerate(results, start=1):
         texts = translator.tokenizer.decode_tgt([h.tokens for h in hyps])
         if n_best == 1:
             print(texts[0] if texts else "")
+        elif not hyps:
+            print(f"{number}\t{0.0:.4f}\t")
         for text, hyp in zip(texts if n_best > 1 else [], hyps):
             print(f"{number}\t{hyp.score:.4f}\t{text}")
 
@@ -53,24 +77,38 @@ def plot_attention(translator: Translator, results: list, directory: Path, layer
     log.info("attention heatmaps written to %s", directory)
 
 
+def read_input(cfg: DictConfig, bad: list[int]) -> list[str]:
+    """The lines to translate: inline sentences, the `input` file, or stdin (not a terminal)."""
+    if cfg.sentences:
+        return list(cfg.sentences)
+    if cfg.input:
+        return decode_input(raw_lines(Path(cfg.input)), str(cfg.input), bad)
+    return decode_input(sys.stdin.buffer, "input", bad)
+
+
 @hydra_app("translate", TranslateConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
         check_config(cfg)
+        if cfg.plot_attention and Path(cfg.plot_attention).is_file():
+            raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
         ckpt = load_checkpoint(cfg.checkpoint, pick_device(cfg.device))
         translator = Translator(ckpt.model, ckpt.tokenizer, cfg.decoding)
-        if cfg.sentences:
-            lines = list(cfg.sentences)
-        elif cfg.input:
-            lines = list(read_lines(Path(cfg.input)))
-        elif sys.stdin.isatty():
-            return interactive(translator)
+        bad: list[int] = []
+        if not (cfg.sentences or cfg.input) and sys.stdin.isatty():
+            interactive(translator, bad)
         else:
-            lines = [line.rstrip("\r\n") for line in sys.stdin]
-        results = translator.search(lines, progress=len(lines) > 100)
-        write_output(translator, results, cfg.decoding.n_best)
-        if cfg.plot_attention:
-            plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer)
+            lines = read_input(cfg, bad)
+            results = translator.search(lines, progress=len(lines) > 100)
+            write_output(translator, results, cfg.decoding.n_best)
+            if cfg.plot_attention:
+                plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer)
+        if bad:
+            shown = ", ".join(map(str, bad[:10])) + (", ..." if len(bad) > 10 else "")
+            raise UserError(
+                f"{len(bad)} input line(s) not valid UTF-8 (line {shown}) were left untranslated; "
+                "re-encode the input as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+            )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,82 @@
+"""A careless user's mistakes through the real console scripts: each ends with one `error:` line, exit status 2,
+no traceback and nothing half-written. A new mistake is one line in MISTAKES."""
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BIN = Path(sys.executable).parent
+NO_GPU = not torch.cuda.is_available()
+
+# (command, arguments, a piece of the expected message). In the arguments: {data} = a working data=files setup,
+# {tiny} = a tiny 2-step training, {ckpt} = a run folder with a checkpoint, {dir} = an empty folder, {run} = a
+# fresh run folder, {tmp} = the scratch folder with the corpus files (train/val/test .fr/.en, fake.fr.gz ...).
+MISTAKES = [
+    ("translate", "'sentences=[un chien]'", "missing required setting checkpoint"),
+    ("evaluate", "split=toy", "missing required setting checkpoint"),
+    ("prepare", "data=files", "missing required setting data.train.src"),
+    ("train", "{data} {tiny} trainer.max_steps=abc hydra.run.dir={run}", "could not be converted to Integer"),
+    ("train", "{data} {tiny} trainer.max_stepz=3 hydra.run.dir={run}", "did you mean trainer.max_steps"),
+    ("prepare", "data=nonexistent", "Could not find 'data/nonexistent' Available options in 'data': files"),
+    ("translate", "{ckpt} 'sentences=[Bonjour !,Un homme lit.]'", "cannot parse 'sentences=[Bonjour !,Un homme"),
+    ("train", "{data} {tiny} decoding=sample decoding.temperature=0 hydra.run.dir={run}", "decoding.temperature=0"),
+    ("translate", "{ckpt} decoding=sample decoding.top_p=1.5 'sentences=[un]'", "decoding.top_p=1.5"),
+    ("translate", "{ckpt} decoding=sample decoding.top_k=-1 'sentences=[un]'", "decoding.top_k=-1"),
+    ("translate", "{ckpt} decoding=greedy decoding.n_best=2 'sentences=[un]'", "needs decoding=beam"),
+    ("translate", "{ckpt} decoding.min_len=-1 'sentences=[un]'", "decoding.min_len=-1"),
+    ("train", "{data} {tiny} model.dropout=-0.1 hydra.run.dir={run}", "model.dropout=-0.1"),
+    ("train", "{data} {tiny} model.d_model=33 model.n_heads=3 hydra.run.dir={run}", "even"),
+    ("train", "{data} {tiny} optim.lr=0 hydra.run.dir={run}", "optim.lr=0.0"),
+    ("train", "{data} {tiny} 'optim.betas=[0.9,1.5]' hydra.run.dir={run}", "optim.betas[1]=1.5"),
+    ("train", "{data} {tiny} optim.label_smoothing=1 hydra.run.dir={run}", "optim.label_smoothing=1.0"),
+    ("train", "{data} {tiny} data.max_len=2000 hydra.run.dir={run}", "must exceed data.max_len+1"),
+    ("train", "{data} {tiny} trainer.precision=fp8 hydra.run.dir={run}", "trainer.precision='fp8'"),
+    ("train", "{data} {tiny} trainer.resume=true hydra.run.dir={run}", "nothing to resume"),
+    ("translate", "{ckpt} input={dir}", "is a folder"),
+    ("translate", "{ckpt} input={tmp}/nope.txt", "missing corpus file"),
+    ("translate", "checkpoint={dir} 'sentences=[un]'", "no checkpoint in"),
+    ("translate", "checkpoint={tmp}/val.en 'sentences=[un]'", "is not a readable checkpoint"),
+    ("translate", "{ckpt} plot_attention={tmp}/val.en 'sentences=[un]'", "is a file"),
+    ("evaluate", "{ckpt} split=nope", "has no split 'nope'"),
+    ("evaluate", "{ckpt} split=toy output={dir}", "is a folder"),
+    ("evaluate", "{ckpt} src_file={tmp}/test.fr", "give both src_file=PATH and ref_file=PATH"),
+    ("prepare", "{data} data.train.src={dir}", "is a folder"),
+    ("prepare", "{data} data.train.src={tmp}/fake.fr.gz data.train.tgt={tmp}/fake.en.gz", "not a valid gzip file"),
+    ("prepare", "{data} data.tokenizer.vocab_size=8", "raise data.tokenizer.vocab_size"),
+    ("prepare", "data=tatoeba data.shared_dir={dir} data.dir={tmp}/tatoeba", "has no download source"),
+    ("train", "{data_damaged} {tiny} hydra.run.dir={run}", "rm -r"),
+]
+if NO_GPU:
+    MISTAKES += [
+        ("train", "{data} {tiny} trainer.device=cuda hydra.run.dir={run}", "no CUDA GPU is available here"),
+        ("translate", "{ckpt} device=cuda 'sentences=[un]'", "no CUDA GPU is available here"),
+        ("evaluate", "{ckpt} device=cuda split=toy", "no CUDA GPU is available here"),
+    ]
+
+
+def _snapshot(root: Path) -> dict[str, int]:
+    """Every file below `root` with its size; lock files (left on purpose, empty) aside."""
+    return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file() and p.suffix != ".lock"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool, args, message", MISTAKES, ids=[f"{t}: {a}" for t, a, _ in MISTAKES])
+def test_a_mistake_ends_with_one_error_line_and_status_2(cli_setup, tool, args, message, tmp_path):
+    tmp = Path(cli_setup["tmp"])
+    before = _snapshot(tmp)
+    argv = shlex.split(args.format(**cli_setup, run=tmp_path / "run"))
+    result = subprocess.run(
+        [str(BIN / f"transformer-{tool}"), *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-3000:]
+    assert _snapshot(tmp) == before  # nothing written beside the inputs: no temp files, no half-prepared data
+    if "invalid settings" in errors[0] or "Error merging override" in errors[0]:
+        assert not (tmp_path / "run").exists()  # refused before Hydra made the run folder
+    assert not list(tmp_path.rglob("*.safetensors"))
