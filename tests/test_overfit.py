@@ -5,7 +5,7 @@ import torch
 from tests.conftest import tiny_model
 from transformer.batching import collate
 from transformer.decoding import beam_search, greedy_decode
-from transformer.optim import loss_sum
+from transformer.loss import loss_sum
 
 
 def test_tiny_model_memorises_pairs():

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-import transformer.trainer as trainer_module
+import transformer.training.step as step_module
 from tests.test_training import make_trainer, toy_overrides, train
 from transformer.checkpoint import load_checkpoint
 from transformer.errors import UserError
@@ -146,12 +146,12 @@ def test_sigterm_saves_a_resumable_checkpoint_and_exits_cleanly(corpus, tmp_path
 def test_non_finite_losses_are_skipped_then_stop_the_run(corpus, tmp_path, monkeypatch):
     trainer = make_trainer([*toy_overrides(corpus, tmp_path), "trainer.max_nonfinite=3"], tmp_path / "nan")
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    real = trainer_module.loss_sum
-    monkeypatch.setattr(trainer_module, "loss_sum", lambda *args: real(*args) * float("nan"))
+    real = step_module.loss_sum
+    monkeypatch.setattr(step_module, "loss_sum", lambda *args: real(*args) * float("nan"))
     batches = [trainer.train_data.collate(idx, 0) for idx in trainer.train_data.epoch(0)[:3]]
     for batch in batches[:2]:
         trainer.train_step([batch])
-    assert trainer.step == 0 and trainer.nonfinite == 2
+    assert trainer.progress.step == 0 and trainer.stepper.nonfinite == 2
     for name, tensor in trainer.model.state_dict().items():
         assert torch.equal(tensor, before[name]), f"{name} was changed by a non-finite step"
     with pytest.raises(UserError, match="3 consecutive steps had non-finite gradients"):

@@ -11,10 +11,10 @@ from hydra import compose, initialize_config_dir
 from safetensors.torch import load_file
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import transformer.trainer as trainer_module
+import transformer.training.validation as validation_module
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
-from transformer.trainer import Trainer
+from transformer.training import Trainer
 
 BIN = Path(sys.executable).parent
 
@@ -87,11 +87,11 @@ def test_patience_stops_after_validations_without_a_better_bleu(corpus, tmp_path
     def scripted_bleu(hyps, refs):
         return SimpleNamespace(score=next(scripted))
 
-    monkeypatch.setattr(trainer_module.sacrebleu, "corpus_bleu", scripted_bleu)
+    monkeypatch.setattr(validation_module.sacrebleu, "corpus_bleu", scripted_bleu)
     overrides = [*toy_overrides(corpus, tmp_path), "trainer.val_every=1", "trainer.patience=2", "trainer.max_steps=20"]
     trainer = make_trainer(overrides, tmp_path / "run")
     trainer.fit()
-    assert trainer.step == 4 and trainer.best_bleu == 12.0
+    assert trainer.progress.step == 4 and trainer.progress.best_bleu == 12.0
     assert [step for step, _ in scalars(tmp_path / "run", "val/bleu")] == [1, 2, 3, 4]
 
 

@@ -8,7 +8,7 @@ from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TrainConfig, check_config
-from transformer.trainer import Trainer
+from transformer.training import Trainer
 
 log = logging.getLogger(__name__)
 
