@@ -143,15 +143,20 @@ def test_sigterm_saves_a_resumable_checkpoint_and_exits_cleanly(corpus, tmp_path
     assert ckpt.state is not None and ckpt.state["progress"]["step"] >= 1
 
 
-def test_non_finite_losses_are_skipped_then_stop_the_run(corpus, tmp_path, monkeypatch):
-    trainer = make_trainer([*toy_overrides(corpus, tmp_path), "trainer.max_nonfinite=3"], tmp_path / "nan")
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_non_finite_losses_are_skipped_then_stop_the_run(corpus, tmp_path, monkeypatch, precision):
+    overrides = [*toy_overrides(corpus, tmp_path), "trainer.max_nonfinite=3", f"trainer.precision={precision}"]
+    trainer = make_trainer(overrides, tmp_path / "nan")
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     real = step_module.loss_sum
     monkeypatch.setattr(step_module, "loss_sum", lambda *args: real(*args) * float("nan"))
     batches = [trainer.train_data.collate(idx, 0) for idx in trainer.train_data.epoch(0)[:3]]
+    scale = trainer.stepper.scaler.get_scale() if precision == "fp16" else None
     for batch in batches[:2]:
-        trainer.train_step([batch])
+        assert not trainer.train_step([batch]).applied
     assert trainer.progress.step == 0 and trainer.stepper.nonfinite == 2
+    if precision == "fp16":  # the gradient scaler skipped both steps and halved its scale each time
+        assert trainer.stepper.scaler.get_scale() == scale / 4
     for name, tensor in trainer.model.state_dict().items():
         assert torch.equal(tensor, before[name]), f"{name} was changed by a non-finite step"
     with pytest.raises(UserError, match="3 consecutive steps had non-finite gradients"):
