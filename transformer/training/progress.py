@@ -24,6 +24,12 @@ class TrainingProgress:
     def start_clock(self) -> None:
         self.started = time.time()
 
+    def budget_used(self, seconds: float, limits) -> float:
+        """The fraction of the budget (`limits.max_steps` or `.max_minutes`, whichever is nearer) used after
+        `seconds` of training (a clock agreed by all processes)."""
+        by_time = seconds / (60 * limits.max_minutes) if limits.max_minutes > 0 else 0.0
+        return min(max(self.step / limits.max_steps, by_time), 1.0)
+
     def record_validation(self, bleu: float) -> bool:
         """Count a validation's BLEU towards early stopping; True when it is the best so far."""
         is_best = bleu > self.best_bleu

@@ -50,6 +50,18 @@ def step_batches(
             yield micro
 
 
+def join(tcfg: DictConfig) -> tuple[torch.device, int, int]:
+    """Set up this process: device, process group (under torchrun), threads, seeds; returns (device, rank, world)."""
+    device = pick_device(tcfg.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(distributed.local_rank())
+    rank, world = distributed.init(device)
+    if tcfg.num_threads > 0:
+        torch.set_num_threads(tcfg.num_threads)
+    seed_everything(tcfg.seed)
+    return device, rank, world
+
+
 class Trainer:
     """One process of a training run: builds its parts, then `fit()` trains.
 
@@ -59,14 +71,8 @@ class Trainer:
 
     def __init__(self, cfg: DictConfig, run_dir: Path):
         self.cfg, tcfg = cfg, cfg.trainer
-        self.device = pick_device(tcfg.device)
-        if self.device.type == "cuda":
-            torch.cuda.set_device(distributed.local_rank())
-        self.rank, self.world = distributed.init(self.device)
+        self.device, self.rank, self.world = join(tcfg)
         self.main = self.rank == 0
-        if tcfg.num_threads > 0:
-            torch.set_num_threads(tcfg.num_threads)
-        seed_everything(tcfg.seed)
         resume_from = resume_file(run_dir, tcfg.resume) if tcfg.resume else None
         data = prepare(cfg.data) if self.main else None  # rank 0 prepares; the others then reuse it
         distributed.barrier()
@@ -93,15 +99,9 @@ class Trainer:
         # on resume, hide what an earlier session logged after its checkpoint (later steps) from TensorBoard
         purge = self.progress.step + 1 if self.progress.step else None
         self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge) if self.main else None
-        n_params = sum(p.numel() for p in self.model.parameters())
-        log.info(
-            "model: %.1fM parameters; %d training pairs; %s on %d process(es), %s",
-            n_params / 1e6,
-            len(self.train_data),
-            self.device,
-            self.world,
-            tcfg.precision,
-        )
+        n_params = sum(p.numel() for p in self.model.parameters()) / 1e6
+        where = f"{self.device} on {self.world} process(es), {tcfg.precision}"
+        log.info("model: %.1fM parameters; %d training pairs; %s", n_params, len(self.train_data), where)
 
     def fit(self) -> None:
         """Train until max_steps, max_epochs, max_minutes, early stopping or a signal; validate every `val_every`."""
@@ -129,13 +129,9 @@ class Trainer:
         progress, limits = self.progress, self.cfg.trainer
         batches = self.train_data.epoch(progress.epoch)
         if progress.position == 0 and self.main:
-            log.info(
-                "epoch %d: %d batches; padding %.1f%%%s",
-                progress.epoch,
-                len(batches),
-                100 * padding_fraction(self.train_data.lengths, batches),
-                " before BPE-dropout" if self.train_data.sampling else "",
-            )
+            padding = 100 * padding_fraction(self.train_data.lengths, batches)
+            sampled = " before BPE-dropout" if self.train_data.sampling else ""
+            log.info("epoch %d: %d batches; padding %.1f%%%s", progress.epoch, len(batches), padding, sampled)
         steps = step_batches(
             self.train_data, batches, progress.epoch, progress.position, self.rank, self.world, limits.accumulate
         )
@@ -154,8 +150,9 @@ class Trainer:
         tokens, stop, seconds = self._reduce(micro)
         if stop:
             return None
-        result = self.stepper(micro, tokens, self.progress.step, self._budget_used(seconds))
-        self.progress.position += self.world * self.cfg.trainer.accumulate
+        limits = self.cfg.trainer
+        result = self.stepper(micro, tokens, self.progress.step, self.progress.budget_used(seconds, limits))
+        self.progress.position += self.world * limits.accumulate
         self.progress.step += result.applied
         return result
 
@@ -172,12 +169,6 @@ class Trainer:
         local = [float(sum(b.n_tokens for b in micro)), float(self.stop_requested or over_time), seconds]
         tokens, stops, seconds = distributed.all_sum(local, self.device)
         return tokens, stops > 0, seconds / self.world
-
-    def _budget_used(self, seconds: float) -> float:
-        """The fraction of the budget (max_steps or max_minutes, whichever is nearer) used before this step."""
-        limits = self.cfg.trainer
-        by_time = seconds / (60 * limits.max_minutes) if limits.max_minutes > 0 else 0.0
-        return min(max(self.progress.step / limits.max_steps, by_time), 1.0)
 
     def _after_step(self, result: StepResult) -> None:
         """Rank 0 after a step: the bar and train scalars; validation and saving every `val_every`."""
@@ -197,16 +188,8 @@ class Trainer:
         scores = self.validator(self.writer, progress.step)
         is_best = progress.record_validation(scores.bleu)
         self.keeper.save_validated(progress, scores.bleu, is_best)
-        log.info(
-            "step %d | epoch %d | val loss %.3f | ppl %.2f | BLEU %.2f%s | %.0fs",
-            progress.step,
-            progress.epoch,
-            scores.loss,
-            scores.ppl,
-            scores.bleu,
-            " (best)" if is_best else "",
-            time.time() - start,
-        )
+        best, seconds = " (best)" if is_best else "", time.time() - start
+        log.info("step %d | epoch %d | %s%s | %.0fs", progress.step, progress.epoch, scores, best, seconds)
         patience = self.cfg.trainer.patience
         if patience and progress.bad_validations >= patience:
             log.info("no better val BLEU for %d validations: stopping early", progress.bad_validations)
@@ -219,13 +202,8 @@ class Trainer:
             self.validate()
         self.keeper.save_last(progress, self.optimizer, self.stepper.scaler)
         self.writer.close()
-        log.info(
-            "stopped after %d steps (epoch %d), %.1f minutes; best val BLEU %.2f",
-            progress.step,
-            progress.epoch,
-            progress.train_seconds() / 60,
-            progress.best_bleu,
-        )
+        summary = (progress.step, progress.epoch, progress.train_seconds() / 60, progress.best_bleu)
+        log.info("stopped after %d steps (epoch %d), %.1f minutes; best val BLEU %.2f", *summary)
 
     def _request_stop(self, signum, frame) -> None:
         log.warning("received %s: saving a resumable checkpoint and stopping", signal.Signals(signum).name)

@@ -28,6 +28,9 @@ class Scores:
     def ppl(self) -> float:
         return math.exp(min(self.loss, 50))
 
+    def __str__(self) -> str:
+        return f"val loss {self.loss:.3f} | ppl {self.ppl:.2f} | BLEU {self.bleu:.2f}"
+
 
 class Validator:
     """Scores the model on the first `trainer.val_max_sentences` pairs of the val split (all when 0).
