@@ -112,6 +112,7 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> Non
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_a_loadable_checkpoint_and_training_resumes(corpus, tmp_path):
     train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=1"], tmp_path / "warmup")  # prepares the data
     run = tmp_path / "run"
@@ -128,6 +129,7 @@ def test_sigkill_leaves_a_loadable_checkpoint_and_training_resumes(corpus, tmp_p
     assert int(resumed.meta["step"]) == step + 2 and resumed.state["progress"]["step"] == step + 2
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_resumable_checkpoint_and_exits_cleanly(corpus, tmp_path):
     train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=1"], tmp_path / "warmup")
     run = tmp_path / "run"

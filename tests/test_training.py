@@ -57,6 +57,7 @@ def weights(run_dir: Path) -> dict[str, torch.Tensor]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["data.subword_dropout=0.1"]], ids=["plain", "bpe_dropout"])
 def test_resume_continues_exactly(corpus, tmp_path, extra):
     base = [*toy_overrides(corpus, tmp_path), *extra]
@@ -85,6 +86,7 @@ def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
     return sorted((e.step, e.value) for e in events.Scalars(tag))
 
 
+@pytest.mark.slow
 def test_patience_stops_after_validations_without_a_better_bleu(corpus, tmp_path, monkeypatch):
     scripted_bleu(monkeypatch, [10.0, 12.0, 11.0, 12.0, 13.0])  # best at the 2nd validation, then two without gain
     overrides = [*toy_overrides(corpus, tmp_path), "trainer.val_every=1", "trainer.patience=2", "trainer.max_steps=20"]
@@ -106,6 +108,7 @@ def scripted_bleu(monkeypatch, scores: list[float]) -> list[tuple[list[str], lis
     return seen
 
 
+@pytest.mark.slow
 def test_keeps_the_newest_and_the_best_step_checkpoints(corpus, tmp_path, monkeypatch):
     scripted_bleu(monkeypatch, [5.0, 9.0, 3.0, 4.0])  # validations at steps 2, 4, 6, 8
     run = tmp_path / "run"
@@ -163,6 +166,7 @@ def test_one_collective_per_step(corpus, tmp_path, monkeypatch):
     assert all(t > 0 for t in tokens) and [c[1] for c in calls] == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
     """2 gloo processes x 1 batch per step == 1 process x 2 accumulated batches (same global batches)."""
     # rank 0 validates at step 2 alone: the other process must not wait for it inside a collective
@@ -193,6 +197,7 @@ def weights_at_init(run_dir: Path) -> torch.Tensor:
     return build_model(ckpt.config.model, ckpt.tokenizer).tgt_embed.weight.detach()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_trains_like_fp32(corpus, tmp_path, precision):
     """bf16 autocast, and fp16 autocast with its gradient scaler: every step is taken, fp32 master weights
@@ -215,6 +220,7 @@ def test_mixed_precision_trains_like_fp32(corpus, tmp_path, precision):
         assert state["scaler"] == {}  # no scaler without fp16
 
 
+@pytest.mark.slow
 def test_average_checkpoints_script(corpus, tmp_path):
     run = tmp_path / "run"
     train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=6", "trainer.val_every=2"], run)
