@@ -22,8 +22,8 @@ import torch
 from hf_marian import SIZES, marian, marian_loss, model_config
 
 from transformer.batching import collate
+from transformer.loss import loss_sum
 from transformer.model import Transformer
-from transformer.optim import loss_sum
 from transformer.runtime import autocast
 
 

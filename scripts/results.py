@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.config import DecodingConfig
-from transformer.corpus import ParallelFiles, fetch, read_parallel
+from transformer.corpus import ParallelFiles, evaluation_splits, fetch, read_parallel
 from transformer.files import atomic_write_text
 from transformer.translator import Translator
 
@@ -38,7 +38,7 @@ def decoding(spec: str) -> DecodingConfig:
 
 
 def test_sets(data_cfg, extra_dir: Path) -> dict[str, ParallelFiles]:
-    sets = fetch(data_cfg, list(data_cfg.test_splits) or list(data_cfg.test))
+    sets = fetch(data_cfg, evaluation_splits(data_cfg))
     for name, (corpus, split) in EXTRA.items():
         files = ParallelFiles(
             *(extra_dir / corpus / f"{split}.{lang}.gz" for lang in (data_cfg.src_lang, data_cfg.tgt_lang))

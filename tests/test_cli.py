@@ -36,6 +36,7 @@ def data_args(corpus, tmp_path) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_prepare_train_evaluate_translate(data_args, tmp_path):
     prepared = run("transformer-prepare", *data_args, cwd=tmp_path)
     assert (Path(prepared.stdout.strip()) / "spm.model").exists()
@@ -103,6 +104,7 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path):
     assert logits.shape == (1, 1, ckpt.tokenizer.tgt_vocab_size) and torch.isfinite(logits).all()
 
 
+@pytest.mark.slow
 def test_a_misspelt_setting_names_the_right_one_before_any_work(tmp_path):
     result = subprocess.run(
         [str(BIN / "transformer-train"), "trainer.max_stepz=3", f"hydra.run.dir={tmp_path / 'run'}"],

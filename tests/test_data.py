@@ -1,4 +1,5 @@
 import gzip
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ import torch
 from tests.conftest import write_corpus
 from transformer.batching import TrainBatches, collate, token_batches
 from transformer.config import DataConfig, SplitFiles
-from transformer.corpus import ParallelFiles, read_parallel, split_files
+from transformer.corpus import ParallelFiles, evaluation_splits, read_parallel, split_files, split_names
 from transformer.data import prepare
 from transformer.errors import UserError
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -158,3 +159,15 @@ def test_subword_sampling_resegments_training_batches_reproducibly(corpus, tmp_p
     assert torch.equal(first.src, again.src) and torch.equal(first.tgt_out, again.tgt_out)  # a function of the seed
     assert not (torch.equal(first.src, later.src) and torch.equal(first.tgt_out, later.tgt_out))  # new each epoch
     assert torch.equal(plain.collate(batch, epoch=1).tgt_out, fixed.tgt_out)  # off: the prepared ids
+
+
+def test_the_test_sets_are_the_builtin_test_splits_then_the_named_files():
+    named = {"mine": {"src": "x.fr", "tgt": "x.en"}}
+    builtin = DataConfig(name="multi30k", dir="d", test_splits=["test_2016_flickr", "test_2017_flickr"])
+    files = DataConfig(name="files", train=SplitFiles("a", "b"), val=SplitFiles("c", "d"), test=named)
+    both = DataConfig(name="multi30k", dir="d", test_splits=["test_2016_flickr"], test=named)
+    assert evaluation_splits(builtin) == ["test_2016_flickr", "test_2017_flickr"]
+    assert evaluation_splits(files) == ["mine"]
+    assert evaluation_splits(both) == ["test_2016_flickr", "mine"]
+    assert split_names(both) == ["train", "val", "test_2016_flickr", "mine"]
+    assert split_files(both, "mine") == ParallelFiles(Path("x.fr"), Path("x.en"))

@@ -1,13 +1,15 @@
 """A tiny model memorises a handful of pairs and translates them back exactly."""
 
+import pytest
 import torch
 
 from tests.conftest import tiny_model
 from transformer.batching import collate
 from transformer.decoding import beam_search, greedy_decode
-from transformer.optim import loss_sum
+from transformer.loss import loss_sum
 
 
+@pytest.mark.slow
 def test_tiny_model_memorises_pairs():
     g = torch.Generator().manual_seed(0)
     src_ids = [torch.randint(3, 30, (int(n),), generator=g).tolist() for n in torch.randint(3, 8, (6,), generator=g)]

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-import transformer.trainer as trainer_module
+import transformer.training.step as step_module
 from tests.test_training import make_trainer, toy_overrides, train
 from transformer.checkpoint import load_checkpoint
 from transformer.errors import UserError
@@ -112,6 +112,7 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> Non
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_a_loadable_checkpoint_and_training_resumes(corpus, tmp_path):
     train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=1"], tmp_path / "warmup")  # prepares the data
     run = tmp_path / "run"
@@ -128,6 +129,7 @@ def test_sigkill_leaves_a_loadable_checkpoint_and_training_resumes(corpus, tmp_p
     assert int(resumed.meta["step"]) == step + 2 and resumed.state["progress"]["step"] == step + 2
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_resumable_checkpoint_and_exits_cleanly(corpus, tmp_path):
     train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=1"], tmp_path / "warmup")
     run = tmp_path / "run"
@@ -143,15 +145,20 @@ def test_sigterm_saves_a_resumable_checkpoint_and_exits_cleanly(corpus, tmp_path
     assert ckpt.state is not None and ckpt.state["progress"]["step"] >= 1
 
 
-def test_non_finite_losses_are_skipped_then_stop_the_run(corpus, tmp_path, monkeypatch):
-    trainer = make_trainer([*toy_overrides(corpus, tmp_path), "trainer.max_nonfinite=3"], tmp_path / "nan")
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_non_finite_losses_are_skipped_then_stop_the_run(corpus, tmp_path, monkeypatch, precision):
+    overrides = [*toy_overrides(corpus, tmp_path), "trainer.max_nonfinite=3", f"trainer.precision={precision}"]
+    trainer = make_trainer(overrides, tmp_path / "nan")
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    real = trainer_module.loss_sum
-    monkeypatch.setattr(trainer_module, "loss_sum", lambda *args: real(*args) * float("nan"))
+    real = step_module.loss_sum
+    monkeypatch.setattr(step_module, "loss_sum", lambda *args: real(*args) * float("nan"))
     batches = [trainer.train_data.collate(idx, 0) for idx in trainer.train_data.epoch(0)[:3]]
+    scale = trainer.stepper.scaler.get_scale() if precision == "fp16" else None
     for batch in batches[:2]:
-        trainer.train_step([batch])
-    assert trainer.step == 0 and trainer.nonfinite == 2
+        assert not trainer.train_step([batch]).applied
+    assert trainer.progress.step == 0 and trainer.stepper.nonfinite == 2
+    if precision == "fp16":  # the gradient scaler skipped both steps and halved its scale each time
+        assert trainer.stepper.scaler.get_scale() == scale / 4
     for name, tensor in trainer.model.state_dict().items():
         assert torch.equal(tensor, before[name]), f"{name} was changed by a non-finite step"
     with pytest.raises(UserError, match="3 consecutive steps had non-finite gradients"):

@@ -8,13 +8,18 @@ from types import SimpleNamespace
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 from safetensors.torch import load_file
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import transformer.trainer as trainer_module
+import transformer.training.trainer as trainer_module
+import transformer.training.validation as validation_module
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
-from transformer.trainer import Trainer
+from transformer.data import prepare
+from transformer.model import build_model
+from transformer.training import Trainer
+from transformer.training.validation import Validator
 
 BIN = Path(sys.executable).parent
 
@@ -53,6 +58,7 @@ def weights(run_dir: Path) -> dict[str, torch.Tensor]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["data.subword_dropout=0.1"]], ids=["plain", "bpe_dropout"])
 def test_resume_continues_exactly(corpus, tmp_path, extra):
     base = [*toy_overrides(corpus, tmp_path), *extra]
@@ -81,40 +87,91 @@ def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
     return sorted((e.step, e.value) for e in events.Scalars(tag))
 
 
+@pytest.mark.slow
 def test_patience_stops_after_validations_without_a_better_bleu(corpus, tmp_path, monkeypatch):
-    scripted = iter([10.0, 12.0, 11.0, 12.0, 13.0])  # best at the 2nd validation, then two without gain
-
-    def scripted_bleu(hyps, refs):
-        return SimpleNamespace(score=next(scripted))
-
-    monkeypatch.setattr(trainer_module.sacrebleu, "corpus_bleu", scripted_bleu)
+    scripted_bleu(monkeypatch, [10.0, 12.0, 11.0, 12.0, 13.0])  # best at the 2nd validation, then two without gain
     overrides = [*toy_overrides(corpus, tmp_path), "trainer.val_every=1", "trainer.patience=2", "trainer.max_steps=20"]
     trainer = make_trainer(overrides, tmp_path / "run")
     trainer.fit()
-    assert trainer.step == 4 and trainer.best_bleu == 12.0
+    assert trainer.progress.step == 4 and trainer.progress.best_bleu == 12.0
     assert [step for step, _ in scalars(tmp_path / "run", "val/bleu")] == [1, 2, 3, 4]
 
 
-def test_keeps_last_and_best_step_checkpoints(corpus, tmp_path):
+def scripted_bleu(monkeypatch, scores: list[float]) -> list[tuple[list[str], list[list[str]]]]:
+    """Make validation see `scores` as its BLEU, one per validation; returns the (hyps, refs) it was given."""
+    seen, scripted = [], iter(scores)
+
+    def corpus_bleu(hyps, refs):
+        seen.append((hyps, refs))
+        return SimpleNamespace(score=next(scripted))
+
+    monkeypatch.setattr(validation_module.sacrebleu, "corpus_bleu", corpus_bleu)
+    return seen
+
+
+@pytest.mark.slow
+def test_keeps_the_newest_and_the_best_step_checkpoints(corpus, tmp_path, monkeypatch):
+    scripted_bleu(monkeypatch, [5.0, 9.0, 3.0, 4.0])  # validations at steps 2, 4, 6, 8
     run = tmp_path / "run"
-    train(
-        [
-            *toy_overrides(corpus, tmp_path),
-            "trainer.max_steps=8",
-            "trainer.val_every=2",
-            "trainer.keep_last=1",
-            "trainer.keep_best=1",
-        ],
-        run,
-    )
-    steps = sorted(p.name for p in (run / "checkpoints").glob("step_*.safetensors"))
-    assert 1 <= len(steps) <= 2 and "step_0000008.safetensors" in steps
-    assert (run / "checkpoints" / "best.safetensors").exists()
+    limits = ["trainer.max_steps=8", "trainer.val_every=2", "trainer.keep_last=1", "trainer.keep_best=1"]
+    train([*toy_overrides(corpus, tmp_path), *limits], run)
+    checkpoints = run / "checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("step_*.safetensors")) == [
+        "step_0000004.safetensors",  # the best BLEU
+        "step_0000008.safetensors",  # the newest
+    ]
+    best = load_checkpoint(str(checkpoints / "best.safetensors"))
+    assert (best.meta["step"], best.meta["val_bleu"]) == ("4", "9.00")
+    last = load_checkpoint(str(checkpoints / "last.safetensors"))
+    assert last.state["progress"]["history"] == [[4, 9.0], [8, 4.0]]
+    assert (last.meta["step"], last.meta["val_bleu"]) == ("8", "9.00")
 
 
+def test_val_loss_and_bleu_use_the_same_first_sentences(corpus, tmp_path, monkeypatch):
+    seen = scripted_bleu(monkeypatch, [1.0])
+    overrides = [*toy_overrides(corpus, tmp_path), "trainer.val_max_sentences=5", "trainer.max_steps=1"]
+    trainer = make_trainer(overrides, tmp_path / "run")
+    trainer.fit()
+    val_src, val_tgt = (path.read_text().splitlines() for path in corpus["val"])
+    hyps, refs = seen[0]
+    assert len(hyps) == 5 and refs == [val_tgt[:5]]
+    assert trainer.validator.src == val_src[:5]
+    # the loss is that of the same five pairs: a validator given only them agrees, the whole split does not
+    val = trainer.validator
+    five = Validator(val.model, val.tokenizer, val_split(trainer).select(range(5)), trainer.cfg)
+    everything = Validator(val.model, val.tokenizer, val_split(trainer), cfg_with(trainer, val_max_sentences=0))
+    assert val.loss() == five.loss() != everything.loss()
+
+
+def val_split(trainer: Trainer):
+    return prepare(trainer.cfg.data).split(trainer.cfg.data.val_split)
+
+
+def cfg_with(trainer: Trainer, **trainer_settings):
+    return OmegaConf.merge(trainer.cfg, {"trainer": trainer_settings})
+
+
+def test_one_collective_per_step(corpus, tmp_path, monkeypatch):
+    calls = []
+    real = trainer_module.distributed.all_sum
+
+    def counted(values, device):
+        calls.append(list(values))
+        return real(values, device)
+
+    monkeypatch.setattr(trainer_module.distributed, "all_sum", counted)
+    trainer = make_trainer([*toy_overrides(corpus, tmp_path), "trainer.max_steps=3"], tmp_path / "run")
+    trainer.fit()
+    assert trainer.progress.step == 3 and len(calls) == 3
+    tokens = [c[0] for c in calls]
+    assert all(t > 0 for t in tokens) and [c[1] for c in calls] == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.slow
 def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
     """2 gloo processes x 1 batch per step == 1 process x 2 accumulated batches (same global batches)."""
-    common = [*toy_overrides(corpus, tmp_path), "model.dropout=0", "trainer.max_steps=3"]
+    # rank 0 validates at step 2 alone: the other process must not wait for it inside a collective
+    common = [*toy_overrides(corpus, tmp_path), "model.dropout=0", "trainer.max_steps=3", "trainer.val_every=2"]
     train(["trainer.accumulate=2", *common], tmp_path / "single")  # also prepares the data
     cmd = [
         str(BIN / "torchrun"),
@@ -131,27 +188,40 @@ def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
     single, ddp = weights(tmp_path / "single"), weights(tmp_path / "ddp")
     for name in single:
         torch.testing.assert_close(ddp[name], single[name], atol=2e-5, rtol=1e-4, msg=name)
-    assert not torch.equal(single["model.tgt_embed.weight"], weights_at_init(tmp_path))
+    assert not torch.equal(single["model.tgt_embed.weight"], weights_at_init(tmp_path / "single"))
 
 
-def weights_at_init(tmp_path: Path) -> torch.Tensor:
-    """The initial embedding (same seed), to show that training changed the weights."""
-    ckpt = load_checkpoint(str(tmp_path / "single"))
+def weights_at_init(run_dir: Path) -> torch.Tensor:
+    """The initial target embedding of a run (same seed), to show that training changed the weights."""
+    ckpt = load_checkpoint(str(run_dir))
     torch.manual_seed(1234)
-    from transformer.model import build_model
-
     return build_model(ckpt.config.model, ckpt.tokenizer).tgt_embed.weight.detach()
 
 
-@pytest.mark.parametrize("precision", ["bf16"])
-def test_mixed_precision_step_runs(corpus, tmp_path, precision):
-    train(
-        [*toy_overrides(corpus, tmp_path), "trainer.max_steps=2", f"trainer.precision={precision}"],
-        tmp_path / precision,
-    )
-    assert (tmp_path / precision / "checkpoints" / "last.safetensors").exists()
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_trains_like_fp32(corpus, tmp_path, precision):
+    """bf16 autocast, and fp16 autocast with its gradient scaler: every step is taken, fp32 master weights
+    move like fp32 training's, and the first loss is fp32's within the lower precision."""
+    base = [*toy_overrides(corpus, tmp_path), "model.dropout=0", "trainer.max_steps=3"]
+    train(base, tmp_path / "fp32")
+    train([*base, f"trainer.precision={precision}"], tmp_path / precision)
+    mixed, full = weights(tmp_path / precision), weights(tmp_path / "fp32")
+    start = weights_at_init(tmp_path / "fp32")
+    assert all(t.dtype == torch.float32 and torch.isfinite(t).all() for t in mixed.values())
+    moved, moved_fp32 = (w["model.tgt_embed.weight"] - start for w in (mixed, full))
+    assert torch.nn.functional.cosine_similarity(moved.flatten(), moved_fp32.flatten(), dim=0) > 0.9
+    first_loss = [scalars(tmp_path / run, "train/loss")[0][1] for run in (precision, "fp32")]
+    assert first_loss[0] == pytest.approx(first_loss[1], rel=2e-2)
+    state = load_checkpoint(str(tmp_path / precision / "checkpoints" / "last.safetensors")).state
+    assert state["progress"]["step"] == 3
+    if precision == "fp16":
+        assert 0 < state["scaler"]["scale"] <= 2.0**16  # the scaler ran (and may have backed off)
+    else:
+        assert state["scaler"] == {}  # no scaler without fp16
 
 
+@pytest.mark.slow
 def test_average_checkpoints_script(corpus, tmp_path):
     run = tmp_path / "run"
     train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=6", "trainer.val_every=2"], run)

@@ -127,20 +127,3 @@ def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint
     model.load_state_dict(weights, strict=False)
     return Checkpoint(model.to(device).eval(), tokenizer, config, metadata, file, state)
 
-
-def step_path(directory: Path, step: int) -> Path:
-    return directory / f"step_{step:07d}.safetensors"
-
-
-def prune_steps(directory: Path, history: list[list], keep_last: int, keep_best: int) -> list[list]:
-    """Delete step checkpoints that are neither among the `keep_last` newest nor the `keep_best` best.
-
-    `history` lists [step, val_bleu] of the step checkpoints on disk; returns the kept ones.
-    """
-    newest = sorted(history, key=lambda h: h[0])[-keep_last:] if keep_last > 0 else []
-    best = sorted(history, key=lambda h: (-h[1], -h[0]))[:keep_best] if keep_best > 0 else []
-    kept = {h[0] for h in newest + best}
-    for step, _ in history:
-        if step not in kept:
-            step_path(directory, step).unlink(missing_ok=True)
-    return [h for h in history if h[0] in kept]

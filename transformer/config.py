@@ -107,13 +107,13 @@ class TrainerConfig:
     max_epochs: int = 1000
     max_minutes: float = 0.0  # wall-clock limit over all sessions of a run, validation included; 0 = none
     val_every: int = 500  # steps between validations (also at the end)
-    val_max_sentences: int = 0  # validate BLEU on the first N val sentences; 0 = all
+    val_max_sentences: int = 0  # validate (loss and BLEU, the same sentences) on the first N val pairs; 0 = all
     log_every: int = 50  # steps between train scalars (TensorBoard; a log line too without a progress bar)
     attention_images: int = 2  # val sentences whose cross-attention goes to TensorBoard at each validation
     keep_last: int = 3  # step checkpoints kept, newest first
     keep_best: int = 3  # step checkpoints kept, best val BLEU first
     patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
-    max_nonfinite: int = 20  # stop after this many consecutive steps with a non-finite gradient
+    max_nonfinite: int = 20  # stop after this many consecutive skipped steps with a non-finite gradient (fp16 too)
     resume: str = ""  # "true": continue this run directory's last checkpoint; or a run dir / checkpoint path
     precision: str = "fp32"  # fp32 | bf16 (autocast) | fp16 (autocast + gradient scaler)
     compile: bool = False  # torch.compile the model for training

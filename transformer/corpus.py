@@ -30,10 +30,15 @@ class ParallelFiles:
     tgt: Path
 
 
+def evaluation_splits(cfg: DataConfig) -> list[str]:
+    """The corpus's test sets, first one first: its builtin test splits (`data.test_splits`), then the
+    splits given as files (`data.test.NAME`). The one rule for prepare, train's hint, evaluate and results."""
+    return [*cfg.test_splits, *(name for name in cfg.test if name not in cfg.test_splits)]
+
+
 def split_names(cfg: DataConfig) -> list[str]:
     """Every split the corpus offers: train, val, then the test sets."""
-    tests = list(cfg.test) if cfg.train is not None else list(cfg.test_splits)
-    return [cfg.train_split, cfg.val_split, *tests]
+    return [cfg.train_split, cfg.val_split, *evaluation_splits(cfg)]
 
 
 def split_files(cfg: DataConfig, split: str) -> ParallelFiles:

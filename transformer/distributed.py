@@ -1,4 +1,4 @@
-"""Data-parallel helpers for `torchrun`: process group set-up and tiny collectives.
+"""Data-parallel helpers for `torchrun`: process group set-up and the one collective of a training step.
 
 Without torchrun's environment everything degrades to a single process.
 """
@@ -23,18 +23,19 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
-def all_sum(value: float, device: torch.device) -> float:
-    """The sum of `value` over all processes."""
+def all_sum(values: list[float], device: torch.device) -> list[float]:
+    """Element-wise sums of `values` over all processes, in one all-reduce (float64)."""
     if not dist.is_initialized():
-        return value
-    tensor = torch.tensor([value], dtype=torch.float64, device=device)
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
-    return float(tensor.item())
+    return tensor.tolist()
 
 
-def any_true(flag: bool, device: torch.device) -> bool:
-    """True on every process if `flag` is true on any (so all stop together)."""
-    return all_sum(float(flag), device) > 0
+def barrier() -> None:
+    """Wait for every process (a no-op without torchrun)."""
+    if dist.is_initialized():
+        dist.barrier()
 
 
 def shutdown() -> None:

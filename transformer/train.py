@@ -8,8 +8,9 @@ from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TrainConfig, check_config
+from transformer.corpus import evaluation_splits
 from transformer.locks import lock_run_dir
-from transformer.trainer import Trainer
+from transformer.training import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ def main(cfg: DictConfig) -> None:
         log.info(
             "evaluate:  transformer-evaluate checkpoint=%s split=%s",
             run_dir,
-            (cfg.data.test_splits or list(cfg.data.test) or [cfg.data.val_split])[0],
+            (evaluation_splits(cfg.data) or [cfg.data.val_split])[0],
         )
         log.info("translate: echo 'Un chien court dans la neige.' | transformer-translate checkpoint=%s", run_dir)
 

@@ -1,0 +1,210 @@
+"""The training loop: token-count batches, a label-smoothed loss, Adam with warmup and the decay that
+`optim.schedule` names (linear to zero over the budget in the recipes, or the paper's inverse square root),
+gradient accumulation, data parallelism under torchrun, periodic validation (loss, perplexity, sacreBLEU),
+TensorBoard and complete resumable checkpoints."""
+
+import logging
+import signal
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.tensorboard import SummaryWriter
+
+from transformer import distributed
+from transformer.batching import Batch, TrainBatches, padding_fraction
+from transformer.data import prepare
+from transformer.model import build_model
+from transformer.optim import make_optimizer
+from transformer.runtime import pick_device, seed_everything
+from transformer.training.keeper import CheckpointKeeper, resume_file
+from transformer.training.monitor import TrainMonitor
+from transformer.training.progress import TrainingProgress
+from transformer.training.step import StepResult, TrainStep
+from transformer.training.validation import Validator
+
+log = logging.getLogger(__name__)
+
+
+def step_batches(
+    data: TrainBatches, batches: list[np.ndarray], epoch: int, position: int, rank: int, world: int, accumulate: int
+) -> Iterator[list[Batch]]:
+    """This process' micro-batches for each remaining step of the epoch, collated one step ahead in a thread."""
+    per_step = world * accumulate
+
+    def load(start: int) -> list[Batch]:
+        return [data.collate(idx, epoch) for idx in batches[start + rank * accumulate :][:accumulate]]
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        upcoming = pool.submit(load, position)
+        while position + per_step <= len(batches):
+            micro = upcoming.result()
+            position += per_step
+            if position + per_step <= len(batches):
+                upcoming = pool.submit(load, position)
+            yield micro
+
+
+def join(tcfg: DictConfig) -> tuple[torch.device, int, int]:
+    """Set up this process: device, process group (under torchrun), threads, seeds; returns (device, rank, world)."""
+    device = pick_device(tcfg.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(distributed.local_rank())
+    rank, world = distributed.init(device)
+    if tcfg.num_threads > 0:
+        torch.set_num_threads(tcfg.num_threads)
+    seed_everything(tcfg.seed)
+    return device, rank, world
+
+
+class Trainer:
+    """One process of a training run: builds its parts, then `fit()` trains.
+
+    Each step makes one collective call of its own (`_reduce`); validation and saving run on rank 0
+    only and make none, so no process waits in a collective that another skips.
+    """
+
+    def __init__(self, cfg: DictConfig, run_dir: Path):
+        self.cfg, tcfg = cfg, cfg.trainer
+        self.device, self.rank, self.world = join(tcfg)
+        self.main = self.rank == 0
+        resume_from = resume_file(run_dir, tcfg.resume) if tcfg.resume else None
+        data = prepare(cfg.data) if self.main else None  # rank 0 prepares; the others then reuse it
+        distributed.barrier()
+        data = data or prepare(cfg.data)
+        self.tokenizer = data.tokenizer
+        sampling = (self.tokenizer, cfg.data.subword_dropout) if cfg.data.subword_dropout > 0 else None
+        self.train_data = TrainBatches.from_dataset(
+            data.split(cfg.data.train_split), cfg.data.max_len, tcfg.batch_tokens, tcfg.seed, sampling
+        )
+        self.model = build_model(cfg.model, self.tokenizer).to(self.device)
+        self.optimizer = make_optimizer(self.model, cfg.optim)
+        train_model = DistributedDataParallel(self.model) if self.world > 1 else self.model
+        train_model = torch.compile(train_model) if tcfg.compile else train_model
+        self.stepper = TrainStep(
+            self.model, train_model, self.optimizer, cfg.optim, tcfg.precision, tcfg.max_nonfinite, self.world
+        )
+        self.keeper = CheckpointKeeper(run_dir / "checkpoints", self.model, self.tokenizer, cfg)
+        self.progress, self.stop_requested, self.last_validated = TrainingProgress(), False, 0
+        if resume_from is not None:
+            self.keeper.restore(resume_from, self.progress, self.optimizer, self.stepper.scaler)
+        self.validator = (
+            Validator(self.model, self.tokenizer, data.split(cfg.data.val_split), cfg) if self.main else None
+        )
+        # on resume, hide what an earlier session logged after its checkpoint (later steps) from TensorBoard
+        purge = self.progress.step + 1 if self.progress.step else None
+        self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge) if self.main else None
+        n_params = sum(p.numel() for p in self.model.parameters()) / 1e6
+        where = f"{self.device} on {self.world} process(es), {tcfg.precision}"
+        log.info("model: %.1fM parameters; %d training pairs; %s", n_params, len(self.train_data), where)
+
+    def fit(self) -> None:
+        """Train until max_steps, max_epochs, max_minutes, early stopping or a signal; validate every `val_every`."""
+        handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        limits, progress = self.cfg.trainer, self.progress
+        self.progress.start_clock()
+        self.monitor = TrainMonitor(self.writer, limits, progress.step, self.main)
+        self.last_validated = progress.step
+        try:
+            stopped = progress.step >= limits.max_steps
+            while progress.epoch < limits.max_epochs and not stopped:
+                stopped = self._epoch()
+                if not stopped:
+                    progress.epoch, progress.position = progress.epoch + 1, 0
+        finally:
+            self.monitor.close()
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+        if self.main:
+            self._finish()
+        distributed.shutdown()
+
+    def _epoch(self) -> bool:
+        """The remaining steps of the current epoch; True when the run stops within it."""
+        progress, limits = self.progress, self.cfg.trainer
+        batches = self.train_data.epoch(progress.epoch)
+        if progress.position == 0 and self.main:
+            padding = 100 * padding_fraction(self.train_data.lengths, batches)
+            sampled = " before BPE-dropout" if self.train_data.sampling else ""
+            log.info("epoch %d: %d batches; padding %.1f%%%s", progress.epoch, len(batches), padding, sampled)
+        steps = step_batches(
+            self.train_data, batches, progress.epoch, progress.position, self.rank, self.world, limits.accumulate
+        )
+        for micro in steps:
+            result = self.train_step(micro)
+            if result is None:
+                return True
+            if self.main:
+                self._after_step(result)
+            if progress.step >= limits.max_steps:
+                return True
+        return False
+
+    def train_step(self, micro: list[Batch]) -> StepResult | None:
+        """The step's collective, then the step over this process' `micro`-batches; None (no step) on a stop."""
+        tokens, stop, seconds = self._reduce(micro)
+        if stop:
+            return None
+        limits = self.cfg.trainer
+        result = self.stepper(micro, tokens, self.progress.step, self.progress.budget_used(seconds, limits))
+        self.progress.position += self.world * limits.accumulate
+        self.progress.step += result.applied
+        return result
+
+    def _reduce(self, micro: list[Batch]) -> tuple[float, bool, float]:
+        """The one all-reduce of a step: (target tokens of all processes, any stop request, mean clock seconds).
+
+        It comes before the forward pass, so the token total can normalise the loss before backward, and a
+        stop request (signal, time limit, or rank 0's early stopping at the last validation) stops every
+        process before the same step.
+        """
+        limits = self.cfg.trainer
+        seconds = self.progress.train_seconds()
+        over_time = limits.max_minutes > 0 and seconds >= 60 * limits.max_minutes
+        local = [float(sum(b.n_tokens for b in micro)), float(self.stop_requested or over_time), seconds]
+        tokens, stops, seconds = distributed.all_sum(local, self.device)
+        return tokens, stops > 0, seconds / self.world
+
+    def _after_step(self, result: StepResult) -> None:
+        """Rank 0 after a step: the bar and train scalars; validation and saving every `val_every`."""
+        self.monitor.count(result.tokens)
+        if not result.applied:
+            return
+        step, lr = self.progress.step, self.optimizer.param_groups[0]["lr"]
+        self.monitor.stepped(step, result.loss, lr, self.progress.train_seconds() / 60)
+        if step % self.cfg.trainer.val_every == 0 and step != self.last_validated:
+            self.validate()
+            self.keeper.save_last(self.progress, self.optimizer, self.stepper.scaler)
+            self.last_validated = step
+
+    def validate(self) -> None:
+        """Val loss, perplexity and BLEU to the log and TensorBoard; saves and prunes checkpoints (rank 0)."""
+        start, progress = time.time(), self.progress
+        scores = self.validator(self.writer, progress.step)
+        is_best = progress.record_validation(scores.bleu)
+        self.keeper.save_validated(progress, scores.bleu, is_best)
+        best, seconds = " (best)" if is_best else "", time.time() - start
+        log.info("step %d | epoch %d | %s%s | %.0fs", progress.step, progress.epoch, scores, best, seconds)
+        patience = self.cfg.trainer.patience
+        if patience and progress.bad_validations >= patience:
+            log.info("no better val BLEU for %d validations: stopping early", progress.bad_validations)
+            self.stop_requested = True  # reaches the other processes through the next step's reduce
+
+    def _finish(self) -> None:
+        """Rank 0 at the end: a last validation if this step had none, the resumable `last`, a summary line."""
+        progress = self.progress
+        if progress.step != self.last_validated:
+            self.validate()
+        self.keeper.save_last(progress, self.optimizer, self.stepper.scaler)
+        self.writer.close()
+        summary = (progress.step, progress.epoch, progress.train_seconds() / 60, progress.best_bleu)
+        log.info("stopped after %d steps (epoch %d), %.1f minutes; best val BLEU %.2f", *summary)
+
+    def _request_stop(self, signum, frame) -> None:
+        log.warning("received %s: saving a resumable checkpoint and stopping", signal.Signals(signum).name)
+        self.stop_requested = True

@@ -1,0 +1,80 @@
+"""Validation: loss, perplexity and BLEU on the same val sentences, and cross-attention images."""
+
+import math
+from dataclasses import dataclass
+
+import datasets
+import numpy as np
+import sacrebleu
+import torch
+from omegaconf import DictConfig
+from torch.utils.tensorboard import SummaryWriter
+
+from transformer.batching import collate, token_batches
+from transformer.loss import loss_sum
+from transformer.model import Transformer
+from transformer.plotting import attention_figure
+from transformer.runtime import autocast
+from transformer.tokenizer import Tokenizer
+from transformer.translator import Translator
+
+
+@dataclass
+class Scores:
+    loss: float  # cross-entropy per target token, no label smoothing
+    bleu: float
+
+    @property
+    def ppl(self) -> float:
+        return math.exp(min(self.loss, 50))
+
+    def __str__(self) -> str:
+        return f"val loss {self.loss:.3f} | ppl {self.ppl:.2f} | BLEU {self.bleu:.2f}"
+
+
+class Validator:
+    """Scores the model on the first `trainer.val_max_sentences` pairs of the val split (all when 0).
+
+    Runs on one process and uses no collectives, so the other processes never wait inside one for it.
+    """
+
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, val: datasets.Dataset, cfg: DictConfig):
+        self.model, self.tokenizer = model, tokenizer
+        self.batch_tokens, self.precision = cfg.trainer.batch_tokens, cfg.trainer.precision
+        self.attention_images, self.progress = cfg.trainer.attention_images, cfg.trainer.progress
+        n = cfg.trainer.val_max_sentences or len(val)
+        self.src, self.ref = list(val["src"])[:n], list(val["tgt"])[:n]
+        self.src_ids, self.tgt_ids = list(val["src_ids"])[:n], list(val["tgt_ids"])[:n]
+        self.translator = Translator(model, tokenizer, cfg.decoding)
+
+    @torch.no_grad()
+    def loss(self) -> float:
+        """Cross-entropy per target token (no label smoothing)."""
+        self.model.eval()
+        device = next(self.model.parameters()).device
+        lengths = np.array([[len(s) + 1, len(t) + 1] for s, t in zip(self.src_ids, self.tgt_ids)])
+        total, tokens = 0.0, 0
+        for idx in token_batches(lengths, self.batch_tokens, rng=None):
+            batch = collate([self.src_ids[i] for i in idx], [self.tgt_ids[i] for i in idx]).to(device)
+            with autocast(device, self.precision):
+                total += loss_sum(self.model, batch, 0.0).item()
+            tokens += batch.n_tokens
+        return total / tokens
+
+    def __call__(self, writer: SummaryWriter, step: int) -> Scores:
+        """Score the model; writes val/loss, val/ppl, val/bleu and the attention images at `step`."""
+        scores = Scores(self.loss(), 0.0)
+        hyps = self.translator.translate(self.src, progress=self.progress)
+        scores.bleu = sacrebleu.corpus_bleu(hyps, [self.ref]).score
+        for name, value in (("loss", scores.loss), ("ppl", scores.ppl), ("bleu", scores.bleu)):
+            writer.add_scalar(f"val/{name}", value, step)
+        self._attention_images(writer, step)
+        return scores
+
+    def _attention_images(self, writer: SummaryWriter, step: int) -> None:
+        """Cross-attention heatmaps of the first few val sentences, to watch alignment emerge."""
+        sentences = self.src[: self.attention_images]
+        for i, (src_ids, hyps) in enumerate(self.translator.search(sentences)):
+            if hyps:
+                fig = attention_figure(self.model, self.tokenizer, src_ids, hyps[0].tokens)
+                writer.add_figure(f"attention/val_{i}", fig, step)
