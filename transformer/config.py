@@ -173,8 +173,33 @@ class TranslateConfig:
     sentences: list[str] = field(default_factory=list)  # or sentences given inline
     plot_attention: str | None = None  # directory for one cross-attention heatmap PNG per sentence
     plot_layer: int | None = None  # decoder layer to plot (0-based, -1 = last); None = mean of all
+    split_sentences: bool = False  # split each line into sentences, translate them, join them back on one line
     device: str = "auto"
     decoding: DecodingConfig = MISSING
+
+
+@dataclass
+class ServeSettings:
+    """The HTTP service's address, dynamic batching and request limits."""
+
+    host: str = "127.0.0.1"  # loopback only by default; 0.0.0.0 serves every interface
+    port: int = 8000
+    batching: bool = True  # False: every request is decoded alone (for comparison)
+    max_batch_tokens: int = 2048  # source tokens (EOS included) of the requests decoded together
+    max_wait_ms: float = 10.0  # how long the first request of a batch waits for others
+    max_chars: int = 5000  # per text
+    max_texts: int = 64  # per request
+    timeout_s: float = 30.0  # a request not answered by then gets a 503
+    workers: int = 1  # decoding threads
+    num_threads: int = 0  # torch intra-op threads; 0 = torch's default
+
+
+@dataclass
+class ServeConfig:
+    checkpoint: str = MISSING  # run directory or checkpoint file
+    device: str = "auto"
+    serve: ServeSettings = field(default_factory=ServeSettings)
+    decoding: DecodingConfig = MISSING  # the defaults that a request's settings override
 
 
 def register_configs() -> None:
@@ -184,6 +209,7 @@ def register_configs() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="evaluate_schema", node=EvaluateConfig)
     cs.store(name="translate_schema", node=TranslateConfig)
+    cs.store(name="serve_schema", node=ServeConfig)
 
 
 def _choice(problems: list[str], key: str, value, choices: tuple) -> None:
@@ -233,5 +259,11 @@ def check_config(cfg) -> None:
         _at_least(problems, "decoding.max_len_b", d.max_len_b, 1)
         if not 1 <= d.n_best <= d.beam_size:
             problems.append(f"decoding.n_best={d.n_best} must be between 1 and decoding.beam_size={d.beam_size}")
+    if "serve" in cfg:
+        for key in ("max_batch_tokens", "max_chars", "max_texts", "workers"):
+            _at_least(problems, f"serve.{key}", cfg.serve[key], 1)
+        _in_range(problems, "serve.port", cfg.serve.port, 0, 65536)
+        if cfg.serve.timeout_s <= 0 or cfg.serve.max_wait_ms < 0:
+            problems.append("serve.timeout_s must be positive and serve.max_wait_ms not negative")
     if problems:
         raise UserError("invalid settings: " + "; ".join(problems))
