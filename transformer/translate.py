@@ -2,7 +2,8 @@
 
 Translations alone go to stdout, one line per input line in input order (an
 empty line stays empty); logs and progress go to stderr. With decoding.n_best > 1
-each input line gives n_best lines "LINE<TAB>SCORE<TAB>TRANSLATION".
+each input line gives n_best lines "LINE<TAB>SCORE<TAB>TRANSLATION". With split_sentences=true each
+line is split into sentences (a paragraph per line), which are translated and joined back on one line.
 """
 
 import logging
@@ -15,8 +16,10 @@ from transformer.checkpoint import load_checkpoint
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TranslateConfig, check_config
 from transformer.corpus import read_lines
+from transformer.errors import UserError
 from transformer.plotting import attention_figure, save_figure
 from transformer.runtime import pick_device
+from transformer.splitting import split_line
 from transformer.translator import Translator
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,15 @@ def write_output(translator: Translator, results: list, n_best: int) -> None:
             print(f"{number}\t{hyp.score:.4f}\t{text}")
 
 
+def translate_paragraphs(translator: Translator, lines: list[str]) -> None:
+    """split_sentences=true: every line split into sentences, all translated together, joined back line by line."""
+    layouts = [split_line(line) for line in lines]
+    sentences = [s for layout in layouts for s in layout]
+    translations = iter(translator.translate(sentences, progress=len(sentences) > 100))
+    for layout in layouts:
+        print(" ".join(next(translations) for _ in layout))
+
+
 def plot_attention(translator: Translator, results: list, directory: Path, layer: int | None) -> None:
     """One cross-attention heatmap PNG per translated line: DIR/0001.png, DIR/0002.png, ..."""
     for number, (src_ids, hyps) in enumerate(results, start=1):
@@ -57,6 +69,8 @@ def plot_attention(translator: Translator, results: list, directory: Path, layer
 def main(cfg: DictConfig) -> None:
     with user_errors():
         check_config(cfg)
+        if cfg.split_sentences and (cfg.decoding.n_best > 1 or cfg.plot_attention):
+            raise UserError("split_sentences=true prints one line per input line: no n_best > 1 or plot_attention")
         ckpt = load_checkpoint(cfg.checkpoint, pick_device(cfg.device))
         translator = Translator(ckpt.model, ckpt.tokenizer, cfg.decoding)
         if cfg.sentences:
@@ -67,6 +81,8 @@ def main(cfg: DictConfig) -> None:
             return interactive(translator)
         else:
             lines = [line.rstrip("\r\n") for line in sys.stdin]
+        if cfg.split_sentences:
+            return translate_paragraphs(translator, lines)
         results = translator.search(lines, progress=len(lines) > 100)
         write_output(translator, results, cfg.decoding.n_best)
         if cfg.plot_attention:
