@@ -15,8 +15,15 @@ from tests.conftest import WORDS_EN, WORDS_FR
 from transformer.checkpoint import build_model, load_checkpoint, save_checkpoint
 from transformer.config import DecodingConfig, ModelConfig, ServeSettings, TokenizerConfig
 from transformer.tokenizer import Tokenizer, train_sentencepiece
+from transformer.translator import Translator
 
 DEFAULTS = DecodingConfig(strategy="beam", beam_size=3, max_len_b=6)
+
+
+def offline(service, sentences: list[str], **settings) -> list[str]:
+    """What `transformer-translate` gives for `sentences` with the service's defaults overridden by `settings`."""
+    cfg = dataclasses.replace(service.defaults, **settings)
+    return Translator(service.model, service.tokenizer, cfg).translate(sentences)
 
 
 def write_checkpoint(path: Path) -> Path:
@@ -47,6 +54,8 @@ def running_server(checkpoint: Path, defaults: DecodingConfig = DEFAULTS, **sett
     service = Service(load_checkpoint(str(checkpoint)), defaults, ServeSettings(port=port, **settings))
     config = uvicorn.Config(create_app(service), log_config=None, access_log=False, timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as `serve.num_threads=1`: on a shared, busy machine far faster for a tiny model
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -59,3 +68,4 @@ def running_server(checkpoint: Path, defaults: DecodingConfig = DEFAULTS, **sett
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+        torch.set_num_threads(threads)
