@@ -49,6 +49,7 @@ async function showAttention(i) {
   const data = await post("/attention", {text: items[i].dataset.source, ...options(), n_best: null});
   $("attention-title").textContent = `sentence ${i + 1}: mean over layers and heads`;
   draw(data.weights, data.source_tokens, data.target_tokens);
+  $("heatmap").dataset.title = String(i + 1);
 }
 
 function draw(weights, sourceTokens, targetTokens) {
