@@ -3,6 +3,8 @@
 import asyncio
 import json
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -161,3 +163,35 @@ def test_a_client_that_disconnects_mid_request_harms_nobody(server):
     assert first.status_code == second.status_code == 200
     assert second.json()["translations"][0]["text"] == offline(service, ["le chat mange"])[0]
     assert httpx.get(f"{url}/health").json() == {"status": "ok", "waiting": 0}
+
+
+@pytest.mark.slow
+def test_the_console_script_serves_and_rejects_a_bad_setting(checkpoint, tmp_path):
+    script = Path(sys.executable).parent / "transformer-serve"
+    bad = subprocess.run(
+        [str(script), f"checkpoint={checkpoint}", "serve.max_batch_tokens=0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "serve.max_batch_tokens=0 must be at least 1" in bad.stderr
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = [str(script), f"checkpoint={checkpoint}", f"serve.port={port}", "serve.num_threads=1", "decoding=greedy"]
+    process = subprocess.Popen(args, stderr=open(tmp_path / "log", "w"), cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                answer = httpx.post(f"http://127.0.0.1:{port}/translate", json={"text": "un chat"}, timeout=30)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "log").read_text()
+                time.sleep(0.2)
+        assert answer.status_code == 200 and answer.json()["settings"]["strategy"] == "greedy"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    log = (tmp_path / "log").read_text()
+    assert "POST /translate 200 7 chars, 1 sentences, batch 1 (1 requests, 1 sentences)" in log
