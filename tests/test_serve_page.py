@@ -26,11 +26,11 @@ DRAWN = "document.getElementById('heatmap').dataset.title"
 
 
 def painted_cells(page) -> int:
-    """How many heatmap pixels are neither white nor text: the coloured cells."""
+    """How many heatmap pixels are blue (the cells), not white or grey (background, text)."""
     return page.evaluate("""() => {
         const c = document.getElementById('heatmap'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
         let n = 0;
-        for (let i = 0; i < d.length; i += 4) if (d[i + 2] === 255 && d[i] < 250) n++;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 2] > d[i] + 20) n++;
         return n;
     }""")
 

@@ -52,8 +52,16 @@ async function showAttention(i) {
   $("heatmap").dataset.title = String(i + 1);
 }
 
+// White to dark blue as the weight goes from 0 to the matrix's largest (matplotlib's imshow scales the same way).
+function colour(t) {
+  const mix = (a, b) => Math.round(a + (b - a) * Math.min(1, Math.max(0, t)));
+  return `rgb(${mix(255, 8)}, ${mix(255, 48)}, ${mix(255, 107)})`;
+}
+
 function draw(weights, sourceTokens, targetTokens) {
-  const canvas = $("heatmap"), cell = 26, left = 110, top = 90;
+  const canvas = $("heatmap"), cell = 26, left = 110;
+  const top = 20 + 6 * Math.max(...sourceTokens.map((t) => t.length));
+  const vmax = Math.max(1e-6, ...weights.flat());
   canvas.width = left + cell * sourceTokens.length + 10;
   canvas.height = top + cell * targetTokens.length + 10;
   canvas.dataset.rows = targetTokens.length;
@@ -76,8 +84,7 @@ function draw(weights, sourceTokens, targetTokens) {
     ctx.fillText(token, left - 6, top + cell * i + cell / 2 + 4);
     ctx.textAlign = "left";
     weights[i].forEach((w, j) => {
-      const shade = Math.round(255 * (1 - Math.min(1, w)));
-      ctx.fillStyle = `rgb(${shade}, ${shade}, 255)`;
+      ctx.fillStyle = colour(w / vmax);
       ctx.fillRect(left + cell * j, top + cell * i, cell - 1, cell - 1);
     });
   });
