@@ -33,6 +33,25 @@ class Decoded:
     seed: int
 
 
+def answer_head(model: str, decoded: Decoded, start: float) -> dict:
+    """What every answer starts with: the model, the settings used, the batch joined, the timings."""
+    cfg = decoded.cfg
+    settings = {"strategy": cfg.strategy, "n_best": cfg.n_best}
+    if cfg.strategy == "beam":
+        settings |= {"beam_size": cfg.beam_size, "length_penalty": cfg.length_penalty}
+    if cfg.strategy == "sample":
+        settings |= {"temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p, "seed": decoded.seed}
+    return {
+        "model": model,
+        "settings": settings,
+        "batch": dataclasses.asdict(decoded.batch) | {"decode_ms": round(decoded.batch.decode_ms, 1)},
+        "timings": {
+            "queue_ms": round(decoded.queue_ms, 1),
+            "total_ms": round(1000 * (time.monotonic() - start), 1),
+        },
+    }
+
+
 class Service:
     """A loaded model behind a `Batcher`, with the server's decoding defaults and limits."""
 
@@ -120,23 +139,6 @@ class Service:
             "n_best": n_best,
         }
 
-    def _answer(self, decoded: Decoded, start: float) -> dict:
-        cfg = decoded.cfg
-        settings = {"strategy": cfg.strategy, "n_best": cfg.n_best}
-        if cfg.strategy == "beam":
-            settings |= {"beam_size": cfg.beam_size, "length_penalty": cfg.length_penalty}
-        if cfg.strategy == "sample":
-            settings |= {"temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p, "seed": decoded.seed}
-        return {
-            "model": self.name,
-            "settings": settings,
-            "batch": dataclasses.asdict(decoded.batch) | {"decode_ms": round(decoded.batch.decode_ms, 1)},
-            "timings": {
-                "queue_ms": round(decoded.queue_ms, 1),
-                "total_ms": round(1000 * (time.monotonic() - start), 1),
-            },
-        }
-
     async def translate(self, request: TranslateRequest) -> dict:
         """Every text split into sentences, all decoded in one job, joined back line by line."""
         start = time.monotonic()
@@ -150,7 +152,7 @@ class Service:
             lines = [[self._sentence(s, next(results)) for s in line if s] for line in layout]
             text = join_text([[s["translation"] for s in line] for line in lines])
             answers.append({"text": text, "sentences": [s for line in lines for s in line]})
-        return self._answer(decoded, start) | {"translations": answers}
+        return answer_head(self.name, decoded, start) | {"translations": answers}
 
     async def attention(self, request: AttentionRequest) -> dict:
         """The sentence's best translation and its cross-attention (target tokens × source tokens)."""
@@ -169,7 +171,7 @@ class Service:
             return [[round(w, 4) for w in row] for row in weights.cpu().tolist()]
 
         weights = await asyncio.to_thread(matrix)
-        return self._answer(decoded, start) | {
+        return answer_head(self.name, decoded, start) | {
             "translation": self.tokenizer.decode_tgt([tgt_ids])[0],
             "source_tokens": [self.tokenizer.src.id_to_piece(i) for i in src_ids] + ["</s>"],
             "target_tokens": [self.tokenizer.tgt.id_to_piece(i) for i in tgt_ids] + ["</s>"],
