@@ -12,7 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from transformer.linear import packed_weights
+from transformer.serve.decode import served
 from transformer.serve.schemas import AttentionRequest, TranslateRequest
 from transformer.serve.service import RequestError, Service
 
@@ -102,7 +102,7 @@ def create_app(service: Service) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        with packed_weights(service.model):  # packed once for the server's lifetime
+        with served(service.model):
             service.batcher.start()
             try:
                 yield

@@ -1,9 +1,12 @@
 """The one place where the service searches: per-request settings over the server's defaults, one search per batch."""
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from transformer.config import DecodingConfig
 from transformer.decoding import Hypothesis
+from transformer.linear import packed_weights
 from transformer.model import Transformer
 from transformer.tokenizer import Tokenizer
 from transformer.translator import Translator
@@ -35,3 +38,10 @@ def decode_batch(
     """Search `sentences` together with the settings `cfg`; sampling draws from a generator seeded with `seed`."""
     cfg = dataclasses.replace(cfg, seed=seed, batch_size=max(1, len(sentences)))
     return Translator(model, tokenizer, cfg).search(sentences)
+
+
+@contextmanager
+def served(model: Transformer) -> Iterator[None]:
+    """The model ready for the server's lifetime: its weights packed for CPU inference once, not per search."""
+    with packed_weights(model):
+        yield

@@ -116,7 +116,7 @@ class Service:
         cfg = self._config(options)
         seed = options.seed if options.seed is not None else secrets.randbits(63)
         # Sampling draws from the request's own generator, so a sampled request is a batch of its own.
-        key = ("sample", id(options)) if cfg.strategy == "sample" else dataclasses.astuple(cfg)
+        key = ("sample", object()) if cfg.strategy == "sample" else dataclasses.astuple(cfg)
         job = Job(sentences, self._tokens(sentences), key, (cfg, seed))
         try:
             future = asyncio.wrap_future(self.batcher.submit(job))
