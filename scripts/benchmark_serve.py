@@ -82,22 +82,22 @@ def file_translation(checkpoint: str, sentences: list[str], decoding: str, threa
         return time.perf_counter() - start
 
 
-def start_server(checkpoint: str, decoding: str, batching: bool, threads: int) -> tuple[subprocess.Popen, str]:
+def start_server(args: argparse.Namespace, batching: bool) -> tuple[subprocess.Popen, str]:
     """`transformer-serve` on a free loopback port, once it answers /health."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     script = Path(sys.executable).parent / "transformer-serve"
-    args = [
+    command = [
         str(script),
-        f"checkpoint={checkpoint}",
-        f"decoding={decoding}",
+        f"checkpoint={args.checkpoint}",
+        f"decoding={args.decoding}",
         f"serve.port={port}",
         f"serve.batching={str(batching).lower()}",
-        f"serve.num_threads={threads}",
+        f"serve.num_threads={args.threads}",
         "serve.timeout_s=600",
-    ]
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ] + ([f"serve.max_wait_ms={args.max_wait_ms}"] if args.max_wait_ms is not None else [])
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
     while True:
         try:
@@ -129,7 +129,7 @@ async def load(url: str, sentences: list[str], clients: int) -> tuple[float, lis
 
 
 def serve_rows(args, sentences: list[str], batching: bool) -> list[dict]:
-    process, url = start_server(args.checkpoint, args.decoding, batching, args.threads)
+    process, url = start_server(args, batching)
     rows = []
     try:
         asyncio.run(load(url, sentences[:16], 4))  # warm-up
@@ -161,6 +161,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
     parser.add_argument("--decoding", default="beam", choices=["greedy", "beam"], help="configs/decoding/*.yaml")
     parser.add_argument("--threads", type=int, default=0, help="torch threads, offline and in the server; 0 = default")
+    parser.add_argument("--max-wait-ms", type=float, help="serve.max_wait_ms; default: the server's")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = parser.parse_args()
     if args.threads > 0:
