@@ -55,16 +55,30 @@ def test_the_token_cap_splits_batches_and_batching_off_decodes_each_job_alone():
         assert sizes == expected
 
 
-def test_the_first_job_waits_for_others_at_most_max_wait():
-    batcher, batches = recording_batcher(max_wait_ms=300.0)
+def test_a_lone_client_never_waits():
+    batcher, _ = recording_batcher(max_wait_ms=1000.0)
     batcher.start()
     try:
         start = time.monotonic()
+        for word in ("one", "two", "three"):
+            batcher.submit(job([word])).result(timeout=10)
+        assert time.monotonic() - start < 1.0  # no other traffic: no wait
+    finally:
+        batcher.stop()
+
+
+def test_clients_answered_together_are_waited_for():
+    batcher, _ = recording_batcher(max_wait_ms=300.0)
+    pair = [batcher.submit(job([w])) for w in ("x", "y")]  # concurrent traffic, queued before the thread starts
+    batcher.start()
+    try:
+        assert pair[0].result(timeout=10)[1] is pair[1].result(timeout=10)[1]
+        start = time.monotonic()
         first = batcher.submit(job(["a"]))
-        time.sleep(0.05)
+        time.sleep(0.1)  # the other client of the last batch comes back a little later
         second = batcher.submit(job(["b"]))
-        assert first.result(timeout=10)[1] is second.result(timeout=10)[1]  # the same batch
-        assert 0.25 < time.monotonic() - start < 5
+        assert first.result(timeout=10)[1] is second.result(timeout=10)[1]  # still one batch
+        assert 0.25 < time.monotonic() - start < 5  # the wait ran out: max_wait after the thread became free
     finally:
         batcher.stop()
 

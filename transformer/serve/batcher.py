@@ -1,7 +1,7 @@
 """Dynamic batching: requests that arrive close together with the same settings share one search.
 
-Decoding threads take the oldest waiting job, wait up to `max_wait_s` after its arrival for
-more jobs with the same key, and decode the jobs of that key in arrival order up to
+Decoding threads take the oldest waiting job, wait up to `max_wait_s` for more jobs with the
+same key when traffic is concurrent (see `Batcher._take`), and decode the jobs of that key in arrival order up to
 `max_batch_tokens` source tokens (the first job always goes, whatever its size). A job whose
 caller gave up (timeout, disconnect) before its batch started is dropped unseen.
 """
@@ -132,8 +132,13 @@ class Batcher:
                 tokens += job.n_tokens
         return batch
 
-    def _take(self) -> list[Job] | None:
-        """The next batch of live jobs, once the oldest job has waited `max_wait_s` or its batch is full."""
+    def _take(self, free_since: float, concurrent: bool) -> list[Job] | None:
+        """The next batch of live jobs.
+
+        Under concurrent traffic (the last batch had several jobs, or several are waiting) the batch waits
+        until `max_wait_s` after the later of its oldest job's arrival and the thread becoming free, so the
+        clients answered together by the last batch can come back; a lone client never waits.
+        """
         with self._cond:
             while True:
                 if self._stopping:
@@ -143,9 +148,10 @@ class Batcher:
                     continue
                 first = self._pending[0]
                 batch = self._batch_of(first)
-                left = first.arrived + self.max_wait_s - time.monotonic()
+                left = max(first.arrived, free_since) + self.max_wait_s - time.monotonic()
                 full = sum(job.n_tokens for job in batch) >= self.max_batch_tokens
-                if left > 0 and self.batching and not full:
+                waits = self.batching and (concurrent or len(self._pending) > 1)
+                if waits and left > 0 and not full:
                     self._cond.wait(timeout=left)  # others may still come
                     continue
                 for job in batch:
@@ -155,7 +161,9 @@ class Batcher:
                     return live
 
     def _work(self) -> None:
-        while (batch := self._take()) is not None:
+        free_since, concurrent = time.monotonic(), False
+        while (batch := self._take(free_since, concurrent)) is not None:
+            concurrent = len(batch) > 1
             sentences = [s for job in batch for s in job.sentences]
             start = time.perf_counter()
             try:
@@ -165,7 +173,9 @@ class Batcher:
                 log.exception("batch of %d sentences failed", len(sentences))
                 for job in batch:
                     job.future.set_exception(err)
+                free_since = time.monotonic()
                 continue
+            free_since = time.monotonic()
             info = BatchInfo(next(self._ids), len(batch), len(sentences), 1000 * (time.perf_counter() - start))
             offset = 0
             for job in batch:
