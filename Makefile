@@ -1,4 +1,4 @@
-# make test   - set up .venv and run the test suite
+# make test   - set up .venv (with the serve extra and Debian's chromium) and run the test suite
 # make train  - set up .venv and train the default model (Multi30k fr->en, small, CPU, <= 60 min)
 TORCH_VERSION ?= 2.13.0
 PYTHON ?= python3
@@ -12,7 +12,7 @@ TCMALLOC_LIBS := /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 /usr/lib/aar
 TCMALLOC = $(shell ls $(TCMALLOC_LIBS) 2>/dev/null | head -n 1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
-.PHONY: setup tcmalloc bench-setup test lint train bench results clean
+.PHONY: setup serve-setup browser tcmalloc bench-setup test lint train bench results clean
 
 setup: $(VENV)/.installed
 
@@ -23,7 +23,20 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
-test: setup
+# The serve extra and the test tools (httpx, Playwright), on top of setup; a stamp of its own.
+serve-setup: $(VENV)/.installed-serve
+
+$(VENV)/.installed-serve: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[dev,serve]"
+	touch $@
+
+# Debian's Chromium for the page's browser test (never a browser download); skipped with a note where apt cannot.
+browser:
+	@ls /usr/bin/chromium >/dev/null 2>&1 || ($(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 \
+		|| ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1) \
+		|| echo "note: could not install chromium (apt-get); the browser test will be skipped"
+
+test: setup serve-setup browser
 	$(BIN)/ruff check transformer scripts tests
 	$(BIN)/pytest
 

@@ -178,8 +178,35 @@ class TranslateConfig:
     sentences: list[str] = field(default_factory=list)  # or sentences given inline
     plot_attention: str | None = None  # directory for one cross-attention heatmap PNG per sentence
     plot_layer: int | None = None  # decoder layer to plot (0-based, -1 = last); None = mean of all
+    split_sentences: bool = False  # split each line into sentences, translate them, join them back on one line
     device: str = "auto"
     decoding: DecodingConfig = MISSING
+
+
+@dataclass
+class ServeSettings:
+    """The HTTP service's address, dynamic batching and request limits."""
+
+    host: str = "127.0.0.1"  # loopback only by default; 0.0.0.0 serves every interface
+    port: int = 8000
+    batching: bool = True  # False: every request is decoded alone (for comparison)
+    max_batch_tokens: int = 2048  # source tokens (EOS included) of the requests decoded together
+    # How long the first request of a batch waits for others. Clients answered together come back over
+    # tens of ms (the event loop answers them one by one): a shorter wait splits them into smaller batches.
+    max_wait_ms: float = 50.0
+    max_chars: int = 5000  # per text
+    max_texts: int = 64  # per request
+    timeout_s: float = 30.0  # a request not answered by then gets a 503
+    workers: int = 1  # decoding threads
+    num_threads: int = 0  # torch intra-op threads; 0 = torch's default
+
+
+@dataclass
+class ServeConfig:
+    checkpoint: str = MISSING  # run directory or checkpoint file
+    device: str = "auto"
+    serve: ServeSettings = field(default_factory=ServeSettings)
+    decoding: DecodingConfig = MISSING  # the defaults that a request's settings override
 
 
 def register_configs() -> None:
@@ -189,6 +216,7 @@ def register_configs() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="evaluate_schema", node=EvaluateConfig)
     cs.store(name="translate_schema", node=TranslateConfig)
+    cs.store(name="serve_schema", node=ServeConfig)
 
 
 def _choice(problems: list[str], key: str, value, choices: tuple) -> None:
@@ -264,6 +292,14 @@ def _check_trainer(problems: list[str], t) -> None:
     _device(problems, "trainer.device", t.device)
 
 
+def _check_serve(problems: list[str], s) -> None:
+    for key in ("max_batch_tokens", "max_chars", "max_texts", "workers"):
+        _at_least(problems, f"serve.{key}", s[key], 1)
+    _in_range(problems, "serve.port", s.port, 0, 65536)
+    _positive(problems, "serve.timeout_s", s.timeout_s)
+    _at_least(problems, "serve.max_wait_ms", s.max_wait_ms, 0)
+
+
 def _check_decoding(problems: list[str], d) -> None:
     _choice(problems, "decoding.strategy", d.strategy, STRATEGIES)
     _choice(problems, "decoding.length_penalty_kind", d.length_penalty_kind, LENGTH_PENALTIES)
@@ -289,6 +325,7 @@ def check_config(cfg) -> None:
         ("optim", _check_optim),
         ("trainer", _check_trainer),
         ("decoding", _check_decoding),
+        ("serve", _check_serve),
     ):
         if section in cfg:
             check(problems, cfg[section])

@@ -59,15 +59,20 @@ def save_figure(fig: Figure, path: Path) -> None:
         plt.close(fig)
 
 
-def attention_figure(
-    model: Transformer, tokenizer: Tokenizer, src_ids: list[int], tgt_ids: list[int], layer: int | None = None
-) -> Figure:
-    """Heatmap of a translation's cross-attention, averaged over heads, for one decoder layer or all (None)."""
+def attention_matrix(model: Transformer, src_ids: list[int], tgt_ids: list[int], layer: int | None = None) -> Tensor:
+    """A translation's cross-attention (T+1, S+1), EOS included, mean over heads, of one decoder layer or all (None)."""
     device = next(model.parameters()).device
     src = torch.tensor([src_ids + [EOS_ID]], device=device)
     tgt_in = torch.tensor([[BOS_ID] + tgt_ids], device=device)
     weights = cross_attention(model, src, tgt_in)[:, 0].mean(dim=1)  # (layers, T, S): mean over heads
-    matrix = weights.mean(dim=0) if layer is None else weights[layer]
+    return weights.mean(dim=0) if layer is None else weights[layer]
+
+
+def attention_figure(
+    model: Transformer, tokenizer: Tokenizer, src_ids: list[int], tgt_ids: list[int], layer: int | None = None
+) -> Figure:
+    """Heatmap of a translation's cross-attention, averaged over heads, for one decoder layer or all (None)."""
+    matrix = attention_matrix(model, src_ids, tgt_ids, layer)
     src_tokens = [tokenizer.src.id_to_piece(i) for i in src_ids] + ["</s>"]
     tgt_tokens = [tokenizer.tgt.id_to_piece(i) for i in tgt_ids] + ["</s>"]
     title = "all layers" if layer is None else f"decoder layer {layer % len(model.decoder) + 1}"

@@ -5,7 +5,9 @@ empty line stays empty); logs and progress go to stderr. With decoding.n_best > 
 each input line gives n_best lines "LINE<TAB>SCORE<TAB>TRANSLATION"; a line left
 untranslated (blank, too long, or not UTF-8) gives one line "LINE<TAB>0.0000<TAB>".
 A line that is not valid UTF-8 is logged by its number and left untranslated; the
-other lines are translated, and the command then exits with status 2.
+other lines are translated, and the command then exits with status 2. With
+split_sentences=true each line is split into sentences (a paragraph per line), which
+are translated and joined back on one line.
 """
 
 import logging
@@ -22,6 +24,7 @@ from transformer.corpus import decode_line, raw_lines
 from transformer.errors import UserError
 from transformer.plotting import attention_figure, save_figure
 from transformer.runtime import pick_device
+from transformer.splitting import split_line
 from transformer.translator import Translator
 
 log = logging.getLogger(__name__)
@@ -59,13 +62,22 @@ def write_output(translator: Translator, results: list, n_best: int) -> None:
     """Best translation per input line, or with n_best > 1 "LINE<TAB>SCORE<TAB>TRANSLATION" lines
     (one "LINE<TAB>0.0000<TAB>" line for a line left untranslated)."""
     for number, (_, hyps) in enumerate(results, start=1):
-        texts = translator.tokenizer.decode_tgt([h.tokens for h in hyps])
+        texts = translator.detokenize(hyps)
         if n_best == 1:
             print(texts[0] if texts else "")
         elif not hyps:
             print(f"{number}\t{0.0:.4f}\t")
         for text, hyp in zip(texts if n_best > 1 else [], hyps):
             print(f"{number}\t{hyp.score:.4f}\t{text}")
+
+
+def translate_paragraphs(translator: Translator, lines: list[str]) -> None:
+    """split_sentences=true: every line split into sentences, all translated together, joined back line by line."""
+    layouts = [split_line(line) for line in lines]
+    sentences = [s for layout in layouts for s in layout]
+    translations = iter(translator.translate(sentences, progress=len(sentences) > 100))
+    for layout in layouts:
+        print(" ".join(next(translations) for _ in layout))
 
 
 def plot_attention(translator: Translator, results: list, directory: Path, layer: int | None) -> None:
@@ -86,23 +98,31 @@ def read_input(cfg: DictConfig, bad: list[int]) -> list[str]:
     return decode_input(sys.stdin.buffer, "input", bad)
 
 
+def translate_lines(cfg: DictConfig, translator: Translator, lines: list[str]) -> None:
+    """Print the translations of `lines` as the settings ask (paragraphs, n-best) and plot their attention."""
+    if cfg.split_sentences:
+        return translate_paragraphs(translator, lines)
+    results = translator.search(lines, progress=len(lines) > 100)
+    write_output(translator, results, cfg.decoding.n_best)
+    if cfg.plot_attention:
+        plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer)
+
+
 @hydra_app("translate", TranslateConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
         check_config(cfg)
         if cfg.plot_attention and Path(cfg.plot_attention).is_file():
             raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
+        if cfg.split_sentences and (cfg.decoding.n_best > 1 or cfg.plot_attention):
+            raise UserError("split_sentences=true prints one line per input line: no n_best > 1 or plot_attention")
         ckpt = load_checkpoint(cfg.checkpoint, pick_device(cfg.device))
         translator = Translator(ckpt.model, ckpt.tokenizer, cfg.decoding)
         bad: list[int] = []
         if not (cfg.sentences or cfg.input) and sys.stdin.isatty():
             interactive(translator, bad)
         else:
-            lines = read_input(cfg, bad)
-            results = translator.search(lines, progress=len(lines) > 100)
-            write_output(translator, results, cfg.decoding.n_best)
-            if cfg.plot_attention:
-                plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer)
+            translate_lines(cfg, translator, read_input(cfg, bad))
         if bad:
             shown = ", ".join(map(str, bad[:10])) + (", ..." if len(bad) > 10 else "")
             raise UserError(

@@ -1,0 +1,194 @@
+"""Serving speed: sentences/s and latency percentiles of transformer-serve under concurrent clients.
+
+Starts `transformer-serve` on loopback with dynamic batching on and then off, sends the
+sentences of a file one per request from 1, 8, 32 and 64 concurrent clients, and compares
+with offline translation of the same sentences (the whole file in one `Translator.search`,
+as `transformer-translate input=FILE` does after loading, and one sentence at a time).
+
+    python scripts/benchmark_serve.py --checkpoint RUN_DIR                 # Multi30k test 2016, 256 sentences
+    python scripts/benchmark_serve.py --checkpoint RUN_DIR --sentences 64 --clients 1 8 --json
+
+Needs the serve extra (pip install -e '.[serve]'). Figures from a busy machine are noisy: say so.
+"""
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import torch
+from omegaconf import OmegaConf
+
+from transformer.checkpoint import load_checkpoint
+from transformer.config import DecodingConfig
+from transformer.translator import Translator
+
+DEFAULT_FILE = "/work/shared/data/multi30k/test_2016_flickr.fr.gz"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def read_sentences(path: str, n: int) -> list[str]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()][:n]
+
+
+def offline(checkpoint: str, sentences: list[str], decoding: DecodingConfig) -> dict:
+    """Offline throughput (one search over all) and single-sentence latencies, after loading."""
+    ckpt = load_checkpoint(checkpoint)
+    translator = Translator(ckpt.model, ckpt.tokenizer, decoding)
+    translator.translate(sentences[:8])  # warm-up
+    start = time.perf_counter()
+    translator.translate(sentences)
+    seconds = time.perf_counter() - start
+    singles = []
+    for sentence in sentences:
+        start = time.perf_counter()
+        translator.translate([sentence])
+        singles.append(time.perf_counter() - start)
+    return {
+        "sentences_per_s": len(sentences) / seconds,
+        "single_p50": percentile(singles, 50),
+        "single_p95": percentile(singles, 95),
+    }
+
+
+def file_translation(checkpoint: str, sentences: list[str], decoding: str, threads: int) -> float:
+    """Wall seconds of `transformer-translate input=FILE` on the sentences, loading included."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "input.fr"
+        path.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
+        script = Path(sys.executable).parent / "transformer-translate"
+        start = time.perf_counter()
+        subprocess.run(
+            [str(script), f"checkpoint={checkpoint}", f"input={path}", f"decoding={decoding}"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})},
+        )
+        return time.perf_counter() - start
+
+
+def start_server(args: argparse.Namespace, batching: bool) -> tuple[subprocess.Popen, str]:
+    """`transformer-serve` on a free loopback port, once it answers /health."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    script = Path(sys.executable).parent / "transformer-serve"
+    command = [
+        str(script),
+        f"checkpoint={args.checkpoint}",
+        f"decoding={args.decoding}",
+        f"serve.port={port}",
+        f"serve.batching={str(batching).lower()}",
+        f"serve.num_threads={args.threads}",
+        "serve.timeout_s=600",
+    ] + ([f"serve.max_wait_ms={args.max_wait_ms}"] if args.max_wait_ms is not None else [])
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+    while True:
+        try:
+            httpx.get(f"{url}/health", timeout=5).raise_for_status()
+            return process, url
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("transformer-serve did not start") from None
+            time.sleep(0.2)
+
+
+async def load(url: str, sentences: list[str], clients: int) -> tuple[float, list[float]]:
+    """Wall time and per-request latencies of `clients` clients sharing the sentences, one per request."""
+    todo = list(reversed(sentences))
+    latencies: list[float] = []
+
+    async def client() -> None:
+        async with httpx.AsyncClient(timeout=600) as http:
+            while todo:
+                sentence = todo.pop()
+                start = time.perf_counter()
+                response = await http.post(f"{url}/translate", json={"text": sentence, "split": False})
+                response.raise_for_status()
+                latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return time.perf_counter() - start, latencies
+
+
+def serve_rows(args, sentences: list[str], batching: bool) -> list[dict]:
+    process, url = start_server(args, batching)
+    rows = []
+    try:
+        asyncio.run(load(url, sentences[:16], 4))  # warm-up
+        for clients in args.clients:
+            wall, latencies = asyncio.run(load(url, sentences, clients))
+            rows.append(
+                {
+                    "batching": batching,
+                    "clients": clients,
+                    "sentences_per_s": len(sentences) / wall,
+                    **{f"p{q}": percentile(latencies, q) for q in (50, 95, 99)},
+                }
+            )
+            print(
+                f"  batching={batching} clients={clients}: {rows[-1]['sentences_per_s']:.1f} sentences/s",
+                file=sys.stderr,
+            )
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", required=True, help="run directory or .safetensors file")
+    parser.add_argument("--file", default=DEFAULT_FILE, help="French sentences, one per line (.gz or plain)")
+    parser.add_argument("--sentences", type=int, default=256)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
+    parser.add_argument("--decoding", default="beam", choices=["greedy", "beam"], help="configs/decoding/*.yaml")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads, offline and in the server; 0 = default")
+    parser.add_argument("--max-wait-ms", type=float, help="serve.max_wait_ms; default: the server's")
+    parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")
+    args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    sentences = read_sentences(args.file, args.sentences)
+    decoding = OmegaConf.to_object(
+        OmegaConf.merge(OmegaConf.structured(DecodingConfig), OmegaConf.load(f"configs/decoding/{args.decoding}.yaml"))
+    )
+    base = offline(args.checkpoint, sentences, decoding)
+    file_seconds = file_translation(args.checkpoint, sentences, args.decoding, args.threads)
+    rows = serve_rows(args, sentences, True) + serve_rows(args, sentences, False)
+    print(f"{len(sentences)} sentences, decoding={args.decoding}, torch threads {torch.get_num_threads()}")
+    print(
+        f"offline: {base['sentences_per_s']:.1f} sentences/s in one search; one sentence alone: "
+        f"p50 {1000 * base['single_p50']:.0f} ms, p95 {1000 * base['single_p95']:.0f} ms\n"
+    )
+    print("| batching | clients | sentences/s | vs offline | p50 ms | p95 ms | p99 ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {'on' if r['batching'] else 'off'} | {r['clients']} | {r['sentences_per_s']:.1f} | "
+            f"{r['sentences_per_s'] / base['sentences_per_s']:.0%} | {1000 * r['p50']:.0f} | "
+            f"{1000 * r['p95']:.0f} | {1000 * r['p99']:.0f} |"
+        )
+    if args.json:
+        print(json.dumps({"offline": base, "file_seconds": file_seconds, "serve": rows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Helpers of the serve tests: a tiny checkpoint on disk and a real uvicorn server on loopback."""
+
+import contextlib
+import dataclasses
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from tests.conftest import WORDS_EN, WORDS_FR
+from transformer.checkpoint import load_checkpoint, save_checkpoint
+from transformer.config import DecodingConfig, ModelConfig, ServeSettings, TokenizerConfig
+from transformer.model import build_model
+from transformer.tokenizer import Tokenizer, train_sentencepiece
+from transformer.translator import Translator
+
+DEFAULTS = DecodingConfig(strategy="beam", beam_size=3, max_len_b=6)
+
+
+def offline(service, sentences: list[str], **settings) -> list[str]:
+    """What `transformer-translate` gives for `sentences` with the service's defaults overridden by `settings`."""
+    cfg = dataclasses.replace(service.defaults, **settings)
+    return Translator(service.model, service.tokenizer, cfg).translate(sentences)
+
+
+def write_checkpoint(path: Path) -> Path:
+    """A random tiny model with a joint SentencePiece vocabulary of the test words: fast, deterministic."""
+    sentences = [" ".join(WORDS_FR[i:] + WORDS_EN[:i]) for i in range(len(WORDS_FR))] * 5
+    proto = train_sentencepiece(iter(sentences), TokenizerConfig(vocab_size=60))
+    tokenizer = Tokenizer(proto, proto)
+    cfg = ModelConfig(
+        d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64, dropout=0.0, max_positions=64
+    )
+    torch.manual_seed(0)
+    model = build_model(cfg, tokenizer).eval()
+    save_checkpoint(path, model, tokenizer, OmegaConf.create({"model": dataclasses.asdict(cfg)}), step=7)
+    return path
+
+
+@contextlib.contextmanager
+def running_server(checkpoint: Path, defaults: DecodingConfig = DEFAULTS, **settings) -> Iterator[tuple[str, object]]:
+    """A uvicorn server in a thread on a free loopback port: yields its URL and its `Service`."""
+    import uvicorn
+
+    from transformer.serve.app import create_app
+    from transformer.serve.service import Service
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    service = Service(load_checkpoint(str(checkpoint)), defaults, ServeSettings(port=port, **settings))
+    config = uvicorn.Config(create_app(service), log_config=None, access_log=False, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as `serve.num_threads=1`: on a shared, busy machine far faster for a tiny model
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}", service
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+        torch.set_num_threads(threads)

@@ -1,0 +1,117 @@
+"""Dynamic batching without a model: who shares a search, the token cap, given-up jobs, errors."""
+
+import threading
+import time
+
+import pytest
+
+from transformer.serve.batcher import Batcher, Job, SharedLock
+
+
+def recording_batcher(**kwargs) -> tuple[Batcher, list]:
+    """A batcher whose 'search' upper-cases the sentences and records each batch's sentences and settings."""
+    batches = []
+
+    def decode(sentences: list[str], settings) -> list[str]:
+        batches.append((list(sentences), settings))
+        if "boom" in sentences:
+            raise ValueError("boom")
+        return [f"{s.upper()}/{settings}" for s in sentences]
+
+    args = dict(max_batch_tokens=100, max_wait_ms=200.0)
+    args.update(kwargs)
+    return Batcher(decode, **args), batches
+
+
+def job(sentences: list[str], key: str = "a") -> Job:
+    return Job(sentences, n_tokens=sum(len(s) for s in sentences), key=key, settings=key)
+
+
+def test_jobs_with_the_same_settings_share_a_search_and_get_their_own_results():
+    batcher, batches = recording_batcher()
+    jobs = [job(["x", "yy"]), job(["zzz"], "b"), job(["w"])]
+    futures = [batcher.submit(j) for j in jobs]  # queued before the thread starts: all waiting at once
+    batcher.start()
+    try:
+        results = [f.result(timeout=10) for f in futures]
+    finally:
+        batcher.stop()
+    assert results[0][0] == ["X/a", "YY/a"] and results[1][0] == ["ZZZ/b"] and results[2][0] == ["W/a"]
+    assert sorted(batches) == [(["x", "yy", "w"], "a"), (["zzz"], "b")]
+    assert results[0][1] is results[2][1] and results[0][1].requests == 2 and results[0][1].sentences == 3
+    assert results[1][1].requests == 1
+
+
+def test_the_token_cap_splits_batches_and_batching_off_decodes_each_job_alone():
+    for kwargs, expected in (({"max_batch_tokens": 5}, [2, 2]), ({"batching": False}, [1, 1, 1, 1])):
+        batcher, batches = recording_batcher(**kwargs)
+        futures = [batcher.submit(job([c * 2])) for c in "abcd"]  # 2 tokens each
+        batcher.start()
+        try:
+            [f.result(timeout=10) for f in futures]
+        finally:
+            batcher.stop()
+        sizes = [len(sentences) for sentences, _ in batches]
+        assert sizes == expected
+
+
+def test_a_lone_client_never_waits():
+    batcher, _ = recording_batcher(max_wait_ms=1000.0)
+    batcher.start()
+    try:
+        start = time.monotonic()
+        for word in ("one", "two", "three"):
+            batcher.submit(job([word])).result(timeout=10)
+        assert time.monotonic() - start < 1.0  # no other traffic: no wait
+    finally:
+        batcher.stop()
+
+
+def test_clients_answered_together_are_waited_for():
+    batcher, _ = recording_batcher(max_wait_ms=300.0)
+    pair = [batcher.submit(job([w])) for w in ("x", "y")]  # concurrent traffic, queued before the thread starts
+    batcher.start()
+    try:
+        assert pair[0].result(timeout=10)[1] is pair[1].result(timeout=10)[1]
+        start = time.monotonic()
+        first = batcher.submit(job(["a"]))
+        time.sleep(0.1)  # the other client of the last batch comes back a little later
+        second = batcher.submit(job(["b"]))
+        assert first.result(timeout=10)[1] is second.result(timeout=10)[1]  # still one batch
+        assert 0.25 < time.monotonic() - start < 5  # the wait ran out: max_wait after the thread became free
+    finally:
+        batcher.stop()
+
+
+def test_a_given_up_job_is_not_decoded_and_an_error_reaches_only_its_batch():
+    batcher, batches = recording_batcher(max_wait_ms=0.0)
+    gone = batcher.submit(job(["gone"]))
+    assert gone.cancel()  # the caller timed out or disconnected before its batch started
+    failing = batcher.submit(job(["boom"], "c"))
+    fine = batcher.submit(job(["ok"], "d"))
+    batcher.start()
+    try:
+        with pytest.raises(ValueError, match="boom"):
+            failing.result(timeout=10)
+        assert fine.result(timeout=10)[0] == ["OK/d"]
+    finally:
+        batcher.stop()
+    assert all("gone" not in sentences for sentences, _ in batches)
+
+
+def test_exclusive_waits_for_shared_holders_and_keeps_them_out():
+    lock, events = SharedLock(), []
+
+    def reader():
+        with lock.shared():
+            events.append("shared in")
+            time.sleep(0.2)
+            events.append("shared out")
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    time.sleep(0.05)
+    with lock.exclusive():
+        events.append("exclusive")
+    thread.join()
+    assert events == ["shared in", "shared out", "exclusive"]

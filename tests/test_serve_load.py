@@ -1,0 +1,70 @@
+"""Load on loopback: 50 concurrent clients x 10 requests, each with its own text and settings, no mix-ups."""
+
+import asyncio
+import dataclasses
+
+import pytest
+
+pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: pip install -e '.[dev,serve]'")
+import httpx  # noqa: E402
+
+from tests.conftest import WORDS_FR  # noqa: E402
+from tests.serving import running_server, write_checkpoint  # noqa: E402
+from transformer.translator import Translator  # noqa: E402
+
+CLIENTS, REQUESTS = 50, 10
+
+
+def request_body(k: int) -> dict:
+    """Request k's distinct text and settings: beam 1-3, n-best 1-2, every 7th sampled with seed k."""
+    n = len(WORDS_FR)
+    text = f"{WORDS_FR[k % n]} {WORDS_FR[k // n % n]} {WORDS_FR[k // n // n]}"
+    if k % 7 == 0:
+        return {"text": text, "sampling": True, "seed": k}
+    beam = 1 + k % 3
+    return {"text": text, "beam_size": beam, "n_best": min(beam, 1 + k % 2)}
+
+
+def expected(service, bodies: list[dict]) -> list[list[str]]:
+    """Each body's n-best texts as offline translation gives them (sampling: with the request's seed)."""
+    out = []
+    for body in bodies:
+        if body.get("sampling"):
+            cfg = dataclasses.replace(service.defaults, strategy="sample", n_best=1, seed=body["seed"])
+        else:
+            cfg = dataclasses.replace(service.defaults, beam_size=body["beam_size"], n_best=body["n_best"])
+        out.append(
+            [text for text, _ in Translator(service.model, service.tokenizer, cfg).translate_nbest([body["text"]])[0]]
+        )
+    return out
+
+
+@pytest.mark.slow
+def test_fifty_concurrent_clients_each_get_their_own_answers(tmp_path):
+    checkpoint = write_checkpoint(tmp_path / "tiny.safetensors")
+    bodies = [request_body(k) for k in range(CLIENTS * REQUESTS)]
+    assert len({b["text"] for b in bodies}) == len(bodies)
+
+    async def client(url: str, c: int) -> list[dict]:
+        async with httpx.AsyncClient(timeout=120) as http:
+            answers = []
+            for r in range(REQUESTS):
+                response = await http.post(f"{url}/translate", json=bodies[c * REQUESTS + r])
+                assert response.status_code == 200, response.text
+                answers.append(response.json())
+            return answers
+
+    async def load(url: str) -> list[dict]:
+        per_client = await asyncio.wait_for(asyncio.gather(*(client(url, c) for c in range(CLIENTS))), timeout=400)
+        return [answer for answers in per_client for answer in answers]
+
+    with running_server(checkpoint, max_wait_ms=20.0) as (url, service):
+        answers = asyncio.run(load(url))
+        wanted = expected(service, bodies)
+    shared = 0
+    for body, answer, texts in zip(bodies, answers, wanted):
+        sentence = answer["translations"][0]["sentences"][0]
+        assert sentence["source"] == body["text"]
+        assert [h["text"] for h in sentence["n_best"]] == texts, body
+        shared += answer["batch"]["requests"] > 1
+    assert shared > len(bodies) // 4  # dynamic batching happened

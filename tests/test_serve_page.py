@@ -1,0 +1,71 @@
+"""The page in a real browser (the system Chromium via Playwright): type, click, read the translation and heatmap."""
+
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: pip install -e '.[dev,serve]'")
+sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (the dev extra)")
+
+from tests.serving import offline, running_server, write_checkpoint  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+# Without the background-networking flags Chromium tries to reach the internet, which a closed network refuses.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DRAWN = "document.getElementById('heatmap').dataset.title"
+
+
+def painted_cells(page) -> int:
+    """How many heatmap pixels are blue (the cells), not white or grey (background, text)."""
+    return page.evaluate("""() => {
+        const c = document.getElementById('heatmap'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 2] > d[i] + 20) n++;
+        return n;
+    }""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not os.access(CHROMIUM, os.X_OK),
+    reason=f"no browser installed ({CHROMIUM}); `make test` installs "
+    "Debian's chromium where it can: apt-get install chromium chromium-driver",
+)
+def test_the_page_translates_and_draws_the_attention(tmp_path):
+    checkpoint = write_checkpoint(tmp_path / "tiny.safetensors")
+    sentences = ["un chien rouge court.", "le chat dort dans le parc."]
+    with running_server(checkpoint) as (url, service), sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page()
+            page.goto(url, timeout=30_000)
+            page.fill("#source", " ".join(sentences))
+            page.fill("#beam", "2")
+            page.click("#translate")
+            page.wait_for_function(f"{DRAWN} === '1'", timeout=60_000)
+            expected = offline(service, sentences, beam_size=2)
+            assert page.text_content("#output") == " ".join(expected)
+            assert page.locator("#sentences li").count() == 2
+            source_tokens = service.tokenizer.src.encode(sentences[0], out_type=str)
+            target_tokens = service.tokenizer.tgt.encode(expected[0], out_type=str)
+            heatmap = page.locator("#heatmap")
+            assert heatmap.get_attribute("data-columns") == str(len(source_tokens) + 1)  # + </s>
+            assert heatmap.get_attribute("data-rows") == str(len(target_tokens) + 1)
+            assert painted_cells(page) > 0
+            page.click("#sentences li:nth-child(2)")
+            page.wait_for_function(f"{DRAWN} === '2'", timeout=60_000)
+            assert "sentence 2" in page.text_content("#attention-title")
+            page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
+            assert (tmp_path / "page.png").stat().st_size > 1000
+        finally:
+            browser.close()

@@ -1,0 +1,4 @@
+"""`transformer-serve`: translation over HTTP with dynamic batching and a page that shows the attention.
+
+Needs the `serve` extra (FastAPI, uvicorn, prometheus-client, pysbd); nothing else imports this package.
+"""

@@ -1,0 +1,46 @@
+"""The request bodies: strict types, no unknown keys, bounded decoding settings."""
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class DecodingOptions(BaseModel):
+    """Per-request decoding settings; each left out (null) takes the server's default."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    beam_size: int | None = Field(None, ge=1, le=16, description="beam search with this beam")
+    n_best: int | None = Field(None, ge=1, le=16, description="hypotheses per sentence (beam search)")
+    length_penalty: float | None = Field(None, ge=0.0, le=5.0, description="alpha of the length penalty")
+    sampling: bool | None = Field(None, description="sample instead of searching")
+    temperature: float | None = Field(None, gt=0.0, le=10.0, description="sampling temperature")
+    top_k: int | None = Field(None, ge=0, le=1000, description="sampling: keep the k likeliest tokens; 0 = all")
+    top_p: float | None = Field(None, gt=0.0, le=1.0, description="sampling: nucleus mass")
+    seed: int | None = Field(None, ge=0, lt=2**63, description="sampling seed; random when left out")
+
+    def given(self) -> dict:
+        """The settings the request gave, seed excepted."""
+        return self.model_dump(include=set(DecodingOptions.model_fields) - {"seed"}, exclude_none=True)
+
+
+class TranslateRequest(DecodingOptions):
+    """`text` (one text) or `texts` (several); each is split into sentences unless `split` is false."""
+
+    text: str | None = Field(None, description="a text; each line is a paragraph")
+    texts: list[str] | None = Field(None, description="several texts, translated in one request")
+    split: bool = Field(True, description="split each line into sentences and join the translations back")
+
+    @model_validator(mode="after")
+    def one_of_text_or_texts(self) -> "TranslateRequest":
+        if (self.text is None) == (self.texts is None):
+            raise ValueError("give either text or texts")
+        return self
+
+    def all_texts(self) -> list[str]:
+        return [self.text] if self.text is not None else list(self.texts or [])
+
+
+class AttentionRequest(DecodingOptions):
+    """One sentence to translate and show the cross-attention of."""
+
+    text: str = Field(description="one sentence")
+    layer: int | None = Field(None, ge=-64, lt=64, description="decoder layer (0-based, -1 = last); null = mean")

@@ -1,0 +1,181 @@
+"""What the routes do: check a request, split its texts, queue it for a batch, shape the answer."""
+
+import asyncio
+import dataclasses
+import secrets
+import time
+
+from transformer.checkpoint import Checkpoint
+from transformer.config import DecodingConfig, ServeSettings
+from transformer.fast_inference import inference_copy
+from transformer.plotting import attention_matrix
+from transformer.serve.batcher import Batcher, BatchInfo, Job
+from transformer.serve.decode import Result, decode_batch, decoding_settings
+from transformer.serve.schemas import AttentionRequest, DecodingOptions, TranslateRequest
+from transformer.splitting import join_text, split_text
+
+
+class RequestError(Exception):
+    """A request the service refuses or cannot answer: an HTTP status and a message."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclasses.dataclass
+class Decoded:
+    """A request's results with the batch it joined and its timings."""
+
+    results: list[Result]
+    batch: BatchInfo
+    queue_ms: float
+    cfg: DecodingConfig
+    seed: int
+
+
+def answer_head(model: str, decoded: Decoded, start: float) -> dict:
+    """What every answer starts with: the model, the settings used, the batch joined, the timings."""
+    cfg = decoded.cfg
+    settings = {"strategy": cfg.strategy, "n_best": cfg.n_best}
+    if cfg.strategy == "beam":
+        settings |= {"beam_size": cfg.beam_size, "length_penalty": cfg.length_penalty}
+    if cfg.strategy == "sample":
+        settings |= {"temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p, "seed": decoded.seed}
+    return {
+        "model": model,
+        "settings": settings,
+        "batch": dataclasses.asdict(decoded.batch) | {"decode_ms": round(decoded.batch.decode_ms, 1)},
+        "timings": {
+            "queue_ms": round(decoded.queue_ms, 1),
+            "total_ms": round(1000 * (time.monotonic() - start), 1),
+        },
+    }
+
+
+class Service:
+    """A loaded model behind a `Batcher`, with the server's decoding defaults and limits."""
+
+    def __init__(self, ckpt: Checkpoint, defaults: DecodingConfig, settings: ServeSettings):
+        self.model, self.tokenizer, self.defaults, self.settings = ckpt.model, ckpt.tokenizer, defaults, settings
+        self.inference_model = inference_copy(ckpt.model)  # weights packed once for the server's lifetime
+        run = ckpt.path.parent.parent.name if ckpt.path.parent.name == "checkpoints" else ""
+        self.name = f"{run}/{ckpt.path.name}" if run else ckpt.path.name
+        self.meta = ckpt.meta
+        self.batcher = Batcher(
+            self._decode, settings.max_batch_tokens, settings.max_wait_ms, settings.batching, settings.workers
+        )
+
+    def _decode(self, sentences: list[str], settings: tuple[DecodingConfig, int]) -> list[Result]:
+        cfg, seed = settings
+        return decode_batch(self.inference_model, self.tokenizer, sentences, cfg, seed)
+
+    def info(self) -> dict:
+        """The model, its vocabularies, the decoding defaults and the limits."""
+        return {
+            "model": self.name,
+            "step": self.meta.get("step"),
+            "val_bleu": self.meta.get("val_bleu"),
+            "vocabulary": {
+                "source": self.tokenizer.src_vocab_size,
+                "target": self.tokenizer.tgt_vocab_size,
+                "joint": self.tokenizer.joint,
+            },
+            "max_tokens_per_sentence": self.model.max_positions - 1,
+            "decoding": dataclasses.asdict(self.defaults),
+            "serve": dataclasses.asdict(self.settings),
+        }
+
+    def _config(self, options: DecodingOptions) -> DecodingConfig:
+        cfg = decoding_settings(self.defaults, **options.given())
+        if cfg.strategy == "beam" and cfg.n_best > cfg.beam_size:
+            raise RequestError(422, f"n_best={cfg.n_best} must not exceed beam_size={cfg.beam_size}")
+        return cfg
+
+    def _check(self, texts: list[str]) -> None:
+        limits = self.settings
+        if not texts:
+            raise RequestError(422, "texts is empty: give at least one text")
+        if len(texts) > limits.max_texts:
+            raise RequestError(413, f"{len(texts)} texts; at most {limits.max_texts} per request")
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise RequestError(422, f"text {i + 1} is empty")
+            if len(text) > limits.max_chars:
+                raise RequestError(413, f"text {i + 1} has {len(text)} characters; at most {limits.max_chars}")
+
+    def _tokens(self, sentences: list[str]) -> int:
+        """Source tokens (EOS included) of `sentences`; refuses one longer than the model allows."""
+        limit = self.model.max_positions - 1
+        lengths = [len(ids) for ids in self.tokenizer.encode_src(sentences)]
+        for i, n in enumerate(lengths):
+            if n > limit:
+                raise RequestError(422, f"sentence {i + 1} has {n} tokens, more than the model's {limit}; split it")
+        return sum(n + 1 for n in lengths)
+
+    async def decode(self, sentences: list[str], options: DecodingOptions) -> Decoded:
+        """Queue `sentences` for a batch and wait for their results, at most `timeout_s`."""
+        cfg = self._config(options)
+        seed = options.seed if options.seed is not None else secrets.randbits(63)
+        # Sampling draws from the request's own generator, so a sampled request is a batch of its own.
+        key = ("sample", object()) if cfg.strategy == "sample" else dataclasses.astuple(cfg)
+        job = Job(sentences, self._tokens(sentences), key, (cfg, seed))
+        try:
+            future = asyncio.wrap_future(self.batcher.submit(job))
+            results, batch = await asyncio.wait_for(future, self.settings.timeout_s)
+        except TimeoutError:
+            raise RequestError(503, f"not translated within {self.settings.timeout_s} s; try again later") from None
+        except RuntimeError as err:
+            raise RequestError(503, str(err)) from None
+        queue_ms = 1000 * (time.monotonic() - job.arrived) - batch.decode_ms
+        return Decoded(results, batch, queue_ms, cfg, seed)
+
+    def _sentence(self, source: str, result: Result) -> dict:
+        hyps = result[1]
+        texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
+        n_best = [{"text": t, "score": round(h.score, 4)} for t, h in zip(texts, hyps)]
+        return {
+            "source": source,
+            "translation": texts[0] if texts else "",
+            "score": n_best[0]["score"] if hyps else None,
+            "n_best": n_best,
+        }
+
+    async def translate(self, request: TranslateRequest) -> dict:
+        """Every text split into sentences, all decoded in one job, joined back line by line."""
+        start = time.monotonic()
+        texts = request.all_texts()
+        self._check(texts)
+        layouts = [split_text(t) if request.split else [[line.strip()] for line in t.split("\n")] for t in texts]
+        sentences = [s for layout in layouts for line in layout for s in line if s]
+        decoded = await self.decode(sentences, request)
+        answers, results = [], iter(decoded.results)
+        for layout in layouts:
+            lines = [[self._sentence(s, next(results)) for s in line if s] for line in layout]
+            text = join_text([[s["translation"] for s in line] for line in lines])
+            answers.append({"text": text, "sentences": [s for line in lines for s in line]})
+        return answer_head(self.name, decoded, start) | {"translations": answers}
+
+    async def attention(self, request: AttentionRequest) -> dict:
+        """The sentence's best translation and its cross-attention (target tokens × source tokens)."""
+        start = time.monotonic()
+        self._check([request.text])
+        layers = len(self.model.decoder)
+        if request.layer is not None and not -layers <= request.layer < layers:
+            raise RequestError(422, f"layer={request.layer}: the model has {layers} decoder layers")
+        decoded = await self.decode([request.text.strip()], request)
+        src_ids, hyps = decoded.results[0]
+        tgt_ids = hyps[0].tokens if hyps else []
+
+        def matrix() -> list[list[float]]:
+            with self.batcher.model_lock.exclusive():  # its hooks must see no other search
+                weights = attention_matrix(self.model, src_ids, tgt_ids, request.layer)
+            return [[round(w, 4) for w in row] for row in weights.cpu().tolist()]
+
+        weights = await asyncio.to_thread(matrix)
+        return answer_head(self.name, decoded, start) | {
+            "translation": self.tokenizer.decode_tgt([tgt_ids])[0],
+            "source_tokens": [self.tokenizer.src.id_to_piece(i) for i in src_ids] + ["</s>"],
+            "target_tokens": [self.tokenizer.tgt.id_to_piece(i) for i in tgt_ids] + ["</s>"],
+            "weights": weights,
+        }
