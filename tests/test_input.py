@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from transformer.cli.evaluate import decoding_label
 from transformer.config import DecodingConfig
-from transformer.evaluate import decoding_label
 
 BIN = Path(sys.executable).parent
 BAD = b"un chien\n\xff\xfe le chat\nle chat\n"  # line 2 is not UTF-8 (latin-1 bytes)

@@ -5,8 +5,8 @@ import pytest
 pytest.importorskip("pysbd", reason="sentence splitting needs the serve extra: pip install -e '.[serve]'")
 
 from tests.test_translator import translator  # noqa: E402
+from transformer.cli.translate import translate_paragraphs  # noqa: E402
 from transformer.splitting import join_text, split_line, split_text  # noqa: E402
-from transformer.translate import translate_paragraphs  # noqa: E402
 
 
 def test_french_abbreviations_numbers_and_quotes_do_not_end_a_sentence():

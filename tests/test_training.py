@@ -178,7 +178,7 @@ def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
         "--standalone",
         "--nproc_per_node=2",
         "-m",
-        "transformer.train",
+        "transformer.cli.train",
         *common,
         f"hydra.run.dir={tmp_path / 'ddp'}",
     ]

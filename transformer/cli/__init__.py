@@ -1,4 +1,4 @@
-"""What the four console scripts share: the config location, override checking and one-line user errors."""
+"""What the console scripts share: the config location, override checking and one-line user errors."""
 
 import contextlib
 import dataclasses
@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 from transformer.config import check_config, register_configs
 from transformer.errors import UserError
 
-CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "configs")
+CONFIG_PATH = str(Path(__file__).resolve().parents[2] / "configs")
 
 register_configs()
 
