@@ -17,16 +17,16 @@ import time
 import warnings
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import torch
-from attention_walkthrough_page import render
+from attention_walkthrough_page import draw, render
+from omegaconf import OmegaConf
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from transformer.attention import MultiHeadAttention, attention_reference, attention_weights, causal_mask, padding_mask
 from transformer.checkpoint import load_checkpoint
 from transformer.decoding import greedy_decode
 from transformer.model import Transformer
-from transformer.plotting import attention_figure, cross_attention, heatmap, save_figure
+from transformer.plotting import attention_figure, cross_attention, save_figure
 from transformer.tokenizer import BOS_ID, EOS_ID
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -187,6 +187,7 @@ def multi_head(d_model: int = 256, n_heads: int = 4, batch: int = 2, length: int
         "length": length,
         "shapes": [[name, list(t.shape)] for name, t in shapes],
         "parameters": sum(p.numel() for p in mha.parameters()),
+        "parameter_shapes": [[name, list(p.shape)] for name, p in mha.named_parameters()],
         "module_vs_reference": (module - output).abs().max().item(),
         "split_join_roundtrip": bool(torch.equal(mha.split_heads(joined), heads)),
     }
@@ -283,52 +284,27 @@ def translations(model: Transformer, tokenizer, sentences=SENTENCES, figures: Pa
     return out
 
 
+def shown_path(path: Path) -> str:
+    """A checkpoint's path as the page shows it: from its run's `outputs/` on, else its file name."""
+    parts = path.parts
+    return str(Path(*parts[parts.index("outputs") :])) if "outputs" in parts else path.name
+
+
 def cross_section(checkpoint: str, figures: Path | None) -> dict:
-    """Section 8 from a trained checkpoint: which model, how far trained, and its translations."""
+    """Section 8 from a trained checkpoint: which model, how it was trained, how far, and its translations."""
     ckpt = load_checkpoint(checkpoint)
-    model = ckpt.model.eval()
+    overrides = ckpt.path.parent.parent / ".hydra" / "overrides.yaml"  # the run's command line, if it is a run
+    cfg = ckpt.config
     return {
-        "checkpoint": str(ckpt.path),
+        "checkpoint": shown_path(ckpt.path),
+        "overrides": list(OmegaConf.load(overrides)) if overrides.exists() else [],
+        "data": f"{cfg.data.name} {cfg.data.src_lang}→{cfg.data.tgt_lang}",
+        "model": {key: cfg.model[key] for key in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers")},
         "step": int(ckpt.meta.get("step", 0)),
         "val_bleu": ckpt.meta.get("val_bleu"),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "layers": len(model.decoder),
-        "sentences": translations(model, ckpt.tokenizer, figures=figures),
+        "parameters": sum(p.numel() for p in ckpt.model.parameters()),
+        "sentences": translations(ckpt.model.eval(), ckpt.tokenizer, figures=figures),
     }
-
-
-def draw(data: dict, figures: Path) -> None:
-    """The figures of sections 1, 3 and 7 from the computed numbers."""
-    five = data["five_token"]
-    fig = heatmap(torch.tensor(five["all_weights"]), five["tokens"], five["tokens"], "self-attention weights, seed 000")
-    fig.axes[0].set_xlabel("key")
-    fig.axes[0].set_ylabel("query")
-    save_figure(fig, figures / "five_token.png")
-
-    points = data["scaling"]["random"]
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
-    for name, style in (("unscaled", "o-"), ("scaled", "s-")):
-        label = "softmax(q·k)" if name == "unscaled" else "softmax(q·k/√d_k)"
-        axes[0].plot([p["d_k"] for p in points], [p[f"max_{name}"] for p in points], style, label=label)
-        axes[1].plot([p["d_k"] for p in points], [p[f"grad_{name}"] for p in points], style, label=label)
-    for ax, title in zip(axes, ("largest weight of a row (mean)", "‖∂weights/∂scores‖ (mean)")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("d_k")
-        ax.set_title(title, fontsize=10)
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=8)
-    save_figure(fig, figures / "scaling.png")
-
-    kv = data["kv_cache"]
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    steps = range(1, kv["steps"] + 1)
-    ax.plot(steps, [m / 1e6 for m in kv["madds_no_cache"]], "o-", markersize=3, label="without cache")
-    ax.plot(steps, [m / 1e6 for m in kv["madds_cache"]], "s-", markersize=3, label="with cache")
-    ax.set_xlabel("decoding step")
-    ax.set_ylabel("million multiply-adds")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
-    save_figure(fig, figures / "kv_cache.png")
 
 
 def compute(timing_rounds: int) -> dict:

@@ -1,4 +1,14 @@
-"""The text of docs/attention.md, filled in from docs/attention_walkthrough.json (see attention_walkthrough.py)."""
+"""docs/attention.md's text and figures, drawn from the numbers in docs/attention_walkthrough.json.
+
+The numbers come from attention_walkthrough.py; nothing here computes attention.
+"""
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+
+from transformer.plotting import heatmap, save_figure
 
 COMMAND = "python scripts/attention_walkthrough.py --checkpoint outputs/fren3k"
 
@@ -167,6 +177,7 @@ the loss skips them). Do the masks work? On a small random `Transformer` (seed 0
 
 def section_multi_head(h: dict) -> str:
     rows = "\n".join(f"| {name} | ({', '.join(str(d) for d in shape)}) |" for name, shape in h["shapes"])
+    params = ", ".join(f"`{name}` {'×'.join(str(d) for d in shape)}" for name, shape in h["parameter_shapes"])
     return f"""## 5. Multi-head attention: splitting d_model and joining it back
 
 One `MultiHeadAttention` of the `small` model's size (d_model = {h["d_model"]}, {h["n_heads"]} heads, so
@@ -180,7 +191,8 @@ attends on its own, and the heads' outputs are laid side by side again and mixed
 {rows}
 
 The heads together cost what one {h["d_model"]}-wide attention would: the module has {h["parameters"]:,}
-parameters (four {h["d_model"]}×{h["d_model"]} maps plus biases), whatever the number of heads. Its own
+parameters ({params}: four {h["d_model"]}×{h["d_model"]} maps and their biases, no key bias, since
+softmax cancels it), whatever the number of heads. Its own
 forward pass (PyTorch's fused `scaled_dot_product_attention`) matches the step-by-step version above within
 **{h["module_vs_reference"]:.1e}**; splitting the joined outputs again gives back the per-head outputs
 exactly: **{h["split_join_roundtrip"]}**.
@@ -257,19 +269,23 @@ def section_cross(c: dict | None) -> str:
             f"and without the cache: {item['cache_equal']})\n\nstrongest source piece per output piece: {peaks}\n\n"
             f"![cross-attention: {item['source']}]({item['figure']})\n"
         )
+    m = c["model"]
+    recipe = "(the README's recipe with a step limit)" if "+experiment=multi30k_cpu_fren" in c["overrides"] else ""
+    how = f"`transformer-train {' '.join(c['overrides'])}`" if c["overrides"] else "a run whose command is not known"
     return f"""## 8. Cross-attention of a trained model
 
-The model: `{c["checkpoint"]}`, trained with the README's recipe (`+experiment=multi30k_cpu_fren`, the `small`
-model, {c["parameters"] / 1e6:.1f}M parameters) shortened to {c["step"]:,} steps (val BLEU {c["val_bleu"]}).
-Each translation is `greedy_decode`'s; each heatmap is `transformer.plotting.attention_figure`: the
-cross-attention weights of the teacher-forced translation, averaged over the {c["layers"]} decoder layers and
-their heads, one row per output piece, one column per source piece.
+The model: `{c["checkpoint"]}`, {c["data"]}, d_model {m["d_model"]}, {m["n_heads"]} heads,
+{m["n_encoder_layers"]}+{m["n_decoder_layers"]} layers, {c["parameters"] / 1e6:.1f}M parameters, trained by {how}
+{recipe} and saved at step {c["step"]:,} (val BLEU {c["val_bleu"]}). Each translation is
+`greedy_decode`'s; each heatmap is `transformer.plotting.attention_figure`: the cross-attention weights of the
+teacher-forced translation, averaged over the decoder layers and their heads, one row per output piece (`▁` starts a
+word), one column per source piece. Under each sentence, the source piece each output piece attends to most, and
+its weight.
 
-Multi30k is image captions: people, animals, clothes, colours, places. The seeds' classic "il n'est pas aussi grand
-que son père" is no caption, and a model that has read only captions and {c["step"]:,} updates makes of it what its
-translation shows; its attention still tends to line words up with their counterparts where it knows them. The
-caption sentences below come from the test_2016_flickr split, which the model never trained on; "chapeau orange" →
-"orange hat" shows the attention following a swap of word order.
+Multi30k is image captions: people, animals, clothes, colours, places, all in the present tense. The seeds' classic
+"il n'est pas aussi grand que son père" (negation, a comparison, a father) is nothing like them, and a model trained
+on captions alone translates it as shown; the three caption sentences come from the test_2016_flickr split, which
+the model never trained on.
 
 """ + "\n".join(parts)
 
@@ -311,3 +327,37 @@ def render(data: dict) -> str:
         sources(),
     ]
     return "\n".join(sections)
+
+
+def draw(data: dict, figures: Path) -> None:
+    """The figures of sections 1, 3 and 7 from the computed numbers."""
+    five = data["five_token"]
+    fig = heatmap(torch.tensor(five["all_weights"]), five["tokens"], five["tokens"], "self-attention weights, seed 000")
+    fig.axes[0].set_xlabel("key")
+    fig.axes[0].set_ylabel("query")
+    save_figure(fig, figures / "five_token.png")
+
+    points = data["scaling"]["random"]
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    for name, style in (("unscaled", "o-"), ("scaled", "s-")):
+        label = "softmax(q·k)" if name == "unscaled" else "softmax(q·k/√d_k)"
+        axes[0].plot([p["d_k"] for p in points], [p[f"max_{name}"] for p in points], style, label=label)
+        axes[1].plot([p["d_k"] for p in points], [p[f"grad_{name}"] for p in points], style, label=label)
+    for ax, title in zip(axes, ("largest weight of a row (mean)", "‖∂weights/∂scores‖ (mean)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("d_k")
+        ax.set_title(title, fontsize=10)
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+    save_figure(fig, figures / "scaling.png")
+
+    kv = data["kv_cache"]
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    steps = range(1, kv["steps"] + 1)
+    ax.plot(steps, [m / 1e6 for m in kv["madds_no_cache"]], "o-", markersize=3, label="without cache")
+    ax.plot(steps, [m / 1e6 for m in kv["madds_cache"]], "s-", markersize=3, label="with cache")
+    ax.set_xlabel("decoding step")
+    ax.set_ylabel("million multiply-adds")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    save_figure(fig, figures / "kv_cache.png")
