@@ -349,6 +349,7 @@ def draw(data: dict, figures: Path) -> None:
         ax.set_title(title, fontsize=10)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
+    fig.tight_layout()
     save_figure(fig, figures / "scaling.png")
 
     kv = data["kv_cache"]
@@ -360,4 +361,5 @@ def draw(data: dict, figures: Path) -> None:
     ax.set_ylabel("million multiply-adds")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
+    fig.tight_layout()
     save_figure(fig, figures / "kv_cache.png")
