@@ -218,6 +218,8 @@ def section_kv_cache(kv: dict) -> str:
     )
     total_c, total_n = sum(kv["madds_cache"]), sum(kv["madds_no_cache"])
     sizes = kv["sizes"]
+    per_token, output = kv["madds_cache"][1] - kv["madds_cache"][0], sizes["d_model"] * kv["vocab"]
+    share = num(100 * output / kv["madds_cache"][0], 0)
     head = "| step | M multiply-adds, cache | without cache |" + (" ms, cache | ms, without |" if timed else "")
     timing = (
         f"Time per step (median of {kv['timing_rounds']} rounds, one thread, load average "
@@ -249,9 +251,11 @@ PyTorch's FLOP counter (multiply-adds of every matrix product, attention include
 
 Before the first step both encode the source ({kv["madds_setup_no_cache"] / 1e6:.1f} M); the cache also
 projects the source keys and values once ({(kv["madds_setup_cache"] - kv["madds_setup_no_cache"]) / 1e6:.1f} M).
-With the cache a step costs about the same at every length (the output layer over {kv["vocab"]} words is most
-of it; attention adds a little per cached token); without it step t redoes t positions, so the total grows with
-the square of the length: {num(total_n / total_c, 1)}× the work over {kv["steps"]} steps.
+With the cache a step costs about the same at every length: each cached token adds {per_token:,}
+multiply-adds (its score and its share of the weighted sum, {sizes["d_model"]} each, in
+{sizes["n_decoder_layers"]} layers), and the output layer alone ({sizes["d_model"]} × {kv["vocab"]} =
+{output / 1e6:.2f} M) is {share}% of a step. Without it step t redoes all t positions, so the total grows
+with the square of the length: {num(total_n / total_c, 1)}× the work over {kv["steps"]} steps.
 {timing}
 
 ![multiply-adds per decoding step with and without the cache](attention/kv_cache.png)
