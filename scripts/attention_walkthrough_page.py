@@ -101,8 +101,9 @@ The seed, like its source, does not scale. Multiplying the query by √3 before 
 - weights **{vec(u["weights"])}**, weighted values {weighted}
 - output **{vec(u["output"])}**
 
-**The seed prints the weights as {vec(t["seed_weights"], 1)} and the output as {vec(t["seed_output"], 1)}:
-rounded so far that the first key seems to vanish; it keeps {num(u["weights"][0] * 100, 1)}% of the weight.**
+**The seed prints the weights as {vec(t["seed_weights"], 1)} (which would give the output
+{vec(t["seed_output"], 1)}): rounded so far that the first key seems to vanish; it keeps
+{num(u["weights"][0] * 100, 1)}% of the weight.**
 
 The Transformer scales the scores by 1/√3 first, which softens the weights to {vec(s["weights"])} and
 gives the output {vec(s["output"])}.
@@ -132,8 +133,9 @@ each, seed 0):
 {rows}
 
 Unscaled, the softmax drifts towards picking one key (largest weight → 1) and its Jacobian
-(diag(w) − wwᵀ, whose norm is in the last columns) shrinks towards zero, so the scores stop learning.
-Scaled, the spread stays near 1 and both measures stay where they were at d_k = 4.
+(diag(w) − wwᵀ, whose norm is in the last columns) shrinks towards zero: little gradient reaches the scores, so
+the queries and keys that make them learn slowly. Scaled, the spread stays near 1 and both measures stay about
+where they were at d_k = 4.
 
 ![softmax with and without scaling as d_k grows](attention/scaling.png)
 """
