@@ -276,6 +276,7 @@ def translations(model: Transformer, tokenizer, sentences=SENTENCES, figures: Pa
             "translation": tokenizer.decode_tgt([tgt_ids])[0],
             "cache_equal": bool(torch.equal(ids[True], ids[False])),
             "peaks": [[t, src_pieces[j], round(w, 3)] for t, j, w in zip(tgt_pieces, where.tolist(), peak.tolist())],
+            "even_weight": round(1 / len(src_pieces), 3),  # each source piece's weight if attention were uniform
             "figure": f"{FIGURES}/cross_{number}.png",
         }
         if figures is not None:

@@ -275,6 +275,19 @@ def section_cross(c: dict | None) -> str:
             f"and without the cache: {item['cache_equal']})\n\nstrongest source piece per output piece: {peaks}\n\n"
             f"![cross-attention: {item['source']}]({item['figure']})\n"
         )
+    peaks = [w for item in c["sentences"] for _, _, w in item["peaks"]]
+    evens = [item["even_weight"] for item in c["sentences"]]
+    focus = (
+        f"Averaged over all output pieces of these {len(evens)} sentences, the strongest source piece takes "
+        f"{num(sum(peaks) / len(peaks), 2)} of the attention, against {num(sum(evens) / len(evens), 2)} for each "
+        "piece if it were spread evenly."
+    )
+    if c["val_bleu"] is not None and float(c["val_bleu"]) < 10:
+        focus += (
+            f" **This checkpoint is barely trained (val BLEU {c['val_bleu']}): its attention is nearly uniform and its "
+            "translations are not translations, which is what a model looks like before learning. Run the script "
+            "with a trained checkpoint for the real picture.**"
+        )
     m = c["model"]
     recipe = "(the README's recipe with a step limit)" if "+experiment=multi30k_cpu_fren" in c["overrides"] else ""
     how = f"`transformer-train {' '.join(c['overrides'])}`" if c["overrides"] else "a run whose command is not known"
@@ -291,7 +304,7 @@ its weight.
 Multi30k is image captions: people, animals, clothes, colours, places, all in the present tense. The seeds' classic
 "il n'est pas aussi grand que son père" (negation, a comparison, a father) is nothing like them, and a model trained
 on captions alone translates it as shown; the three caption sentences come from the test_2016_flickr split, which
-the model never trained on.
+the model never trained on. {focus}
 
 """ + "\n".join(parts)
 
