@@ -227,7 +227,8 @@ def section_kv_cache(kv: dict) -> str:
         f"Time per step (median of {kv['timing_rounds']} rounds, one thread, load average "
         f"{num(kv['load_average'], 1)} on this 2-core machine shared with other jobs: read the ratio, not the "
         f"milliseconds): {num(sum(kv['ms_cache']), 0)} ms for all {kv['steps']} steps with the cache, "
-        f"{num(sum(kv['ms_no_cache']), 0)} ms without ({num(sum(kv['ms_no_cache']) / sum(kv['ms_cache']), 1)}×; step 1 also pays one-off setup). "
+        f"{num(sum(kv['ms_no_cache']), 0)} ms without ({num(sum(kv['ms_no_cache']) / sum(kv['ms_cache']), 1)}×; "
+        "step 1 also pays one-off setup). "
         "The time saved is much smaller than the work saved: at this size a step's time is mostly the fixed cost "
         "of launching a few hundred small operations, which both ways pay."
         if timed
