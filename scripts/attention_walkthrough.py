@@ -25,6 +25,7 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 from transformer.attention import MultiHeadAttention, attention_reference, attention_weights, causal_mask, padding_mask
 from transformer.checkpoint import load_checkpoint
 from transformer.decoding import greedy_decode
+from transformer.fast_inference import inference_copy
 from transformer.model import Transformer
 from transformer.plotting import attention_figure, cross_attention, save_figure
 from transformer.tokenizer import BOS_ID, EOS_ID
@@ -200,7 +201,12 @@ def _counting() -> FlopCounterMode:
 
 
 def _recorded_steps(model: Transformer, src: torch.Tensor, steps: int, use_cache: bool, count: bool):
-    """Run greedy_decode (EOS disabled: -1 is never produced) and record each decode call's work or time."""
+    """Run greedy_decode (EOS disabled: -1 is never produced) and record each decode call's work or time.
+
+    The search runs on the inference copy it would make itself (`fast_inference`), made here so that its
+    `decode` can be watched.
+    """
+    model = inference_copy(model)
     records, decode = [], model.decode
 
     def recording(*args, **kwargs):
@@ -221,7 +227,7 @@ def _recorded_steps(model: Transformer, src: torch.Tensor, steps: int, use_cache
             with torch.backends.mkldnn.flags(enabled=not count):  # counted runs take the plain F.linear path
                 ids = greedy_decode(model, src, BOS_ID, -1, steps, use_cache=use_cache)
     finally:
-        del model.decode
+        del model.decode  # the instance attribute; the class's method shows again
     return ids, records
 
 
