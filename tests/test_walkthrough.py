@@ -1,0 +1,109 @@
+"""docs/attention.md cannot drift: its numbers are recomputed here with the script's own functions."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WORDS_EN, WORDS_FR, tiny_model
+from transformer.config import TokenizerConfig
+from transformer.tokenizer import Tokenizer, train_sentencepiece
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import attention_walkthrough as walk  # noqa: E402
+from attention_walkthrough_page import render  # noqa: E402
+
+DOCS = ROOT / "docs"
+UNTESTED = {"ms_cache", "ms_no_cache", "load_average", "timing_rounds"}  # timings: machine and load dependent
+
+
+@pytest.fixture(scope="module")
+def page_data() -> dict:
+    return json.loads((DOCS / "attention_walkthrough.json").read_text())
+
+
+def assert_same(fresh, stored, where: str = "") -> None:
+    """Equal structure; numbers within 1e-5 (absolute) or 1e-4 (relative); timings skipped."""
+    if isinstance(fresh, dict):
+        assert fresh.keys() == stored.keys(), where
+        for key in fresh.keys() - UNTESTED:
+            assert_same(fresh[key], stored[key], f"{where}.{key}")
+    elif isinstance(fresh, (list, tuple)):
+        assert len(fresh) == len(stored), where
+        for i, (a, b) in enumerate(zip(fresh, stored)):
+            assert_same(a, b, f"{where}[{i}]")
+    elif isinstance(fresh, float):
+        assert math.isclose(fresh, stored, rel_tol=1e-4, abs_tol=1e-5), f"{where}: {fresh} != {stored}"
+    else:
+        assert fresh == stored, f"{where}: {fresh!r} != {stored!r}"
+
+
+@pytest.mark.parametrize("section", ["five_token", "three_keys", "scaling", "masks", "multi_head"])
+def test_section_numbers_are_what_the_code_computes(page_data, section):
+    assert_same(getattr(walk, section)(), page_data[section], section)
+
+
+def test_kv_cache_counts_and_ids_are_recomputed(page_data):
+    stored = page_data["kv_cache"]
+    fresh = walk.kv_cache(steps=8, timing_rounds=0)  # each step's work depends only on its position
+    assert fresh["ids_equal"] and stored["ids_equal"]
+    assert fresh["ids"] == stored["ids"][:8]
+    for key in ("madds_cache", "madds_no_cache"):
+        assert fresh[key] == stored[key][:8]
+    assert fresh["madds_setup_cache"] == stored["madds_setup_cache"] > stored["madds_setup_no_cache"]
+    # with the cache each step adds the same attention work (one more key); without, it redoes the prefix
+    cached, uncached = stored["madds_cache"], stored["madds_no_cache"]
+    assert len({b - a for a, b in zip(cached, cached[1:])}) == 1 and cached[1] > cached[0]
+    assert all(u > 0.9 * c * (i + 1) for i, (c, u) in enumerate(zip(cached, uncached)))
+
+
+def test_the_page_is_what_the_json_renders_to(page_data):
+    assert (DOCS / "attention.md").read_text() == render(page_data)
+
+
+def test_what_the_page_claims_of_the_numbers(page_data):
+    keys, scaling, masks = page_data["three_keys"], page_data["scaling"], page_data["masks"]
+    assert keys["query"] == [1, 0, 2] and keys["scores"] == [2, 4, 4]  # the seed's query and scores, reproduced
+    assert abs(keys["unscaled"]["weights"][0] - keys["seed_weights"][0]) > 0.05  # "rounded so far ..."
+    assert scaling["scaled"] == scaling["seed_scaled"]
+    assert max(abs(a - b) for a, b in zip(scaling["weights"], scaling["seed_weights"])) > 0.05  # "not the softmax"
+    points = scaling["random"]
+    assert all(a["max_unscaled"] < b["max_unscaled"] for a, b in zip(points, points[1:]))
+    assert points[-1]["grad_unscaled"] < points[-1]["grad_scaled"] / 2
+    assert all(0.8 < p["scaled_std"] < 1.25 for p in points)
+    assert masks["change_before"] < 1e-6 < 1e-3 < masks["change_after"]
+    assert masks["alone_vs_batched"] < 1e-5 and masks["weight_on_pads"] == 0.0
+
+
+def test_figures_exist_and_stay_small(page_data):
+    names = ["five_token.png", "scaling.png", "kv_cache.png"]
+    names += [Path(item["figure"]).name for item in (page_data.get("cross") or {}).get("sentences", [])]
+    sizes = [(DOCS / walk.FIGURES / name).stat().st_size for name in names]
+    assert all(0 < size < 200_000 for size in sizes) and sum(sizes) < 1_000_000
+    for name in names:
+        assert f"({walk.FIGURES}/{name})" in (DOCS / "attention.md").read_text()
+
+
+def test_cross_attention_section_from_a_model(page_data, tmp_path):
+    """The trained-model section has the structure the page shows; here on a tiny random model."""
+    sentences = [" ".join(WORDS_FR[i:] + WORDS_EN[:i]) for i in range(len(WORDS_FR))] * 5
+    proto = train_sentencepiece(iter(sentences), TokenizerConfig(vocab_size=60))
+    tokenizer = Tokenizer(proto, proto)
+    model = tiny_model(vocab=tokenizer.src_vocab_size, joint_vocab=True)
+    pairs = [("le chat dort dans le parc", "the cat sleeps in the park"), ("un chien rouge", "a red dog")]
+    items = walk.translations(model, tokenizer, pairs, figures=tmp_path)
+    stored = page_data.get("cross") or {"sentences": []}  # absent until the script has run with --checkpoint
+    if stored["sentences"]:
+        assert [s["source"] for s in stored["sentences"]] == [s for s, _ in walk.SENTENCES]
+        assert stored["step"] > 0 and stored["checkpoint"]
+    for item in items + stored["sentences"]:
+        assert item.keys() == items[0].keys()
+        assert item["cache_equal"] is True
+        assert item["peaks"][-1][0] == "</s>" and all(0 < w <= 1 for _, _, w in item["peaks"])
+    for number, item in enumerate(items, start=1):
+        src_pieces = [tokenizer.src.id_to_piece(i) for i in tokenizer.encode_src([item["source"]])[0]] + ["</s>"]
+        assert all(piece in src_pieces for _, piece, _ in item["peaks"])
+        assert (tmp_path / f"cross_{number}.png").stat().st_size > 0
