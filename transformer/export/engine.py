@@ -1,0 +1,144 @@
+"""Run a CTranslate2 export behind the interface of `transformer.translator.Translator`.
+
+Same inputs (sentences), same outputs (ids and `Hypothesis` lists, best first,
+in input order), same decoding settings: greedy, beam (power length penalty,
+n-best), sampling, min_len, no_repeat_ngram_size and the output limit
+a·(source tokens + EOS) + b. Beam search is the same search as ours: CTranslate2
+by default stops a sentence once `beam_size` hypotheses have finished, ours
+once no live hypothesis can beat the best finished ones; with `exact=True` its
+patience is raised so that it searches to the same end (`exact=False` is
+CTranslate2's own, faster rule). Ours never generates pad or BOS; CTranslate2
+can only suppress a token before the softmax, which would shift every score,
+so it is left free to (a trained model never ranks them near the top).
+`token_scores` are not reported (empty).
+"""
+
+import logging
+from dataclasses import dataclass
+from itertools import groupby
+from pathlib import Path
+
+import ctranslate2
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from transformer.config import DecodingConfig
+from transformer.decoding import Hypothesis, penalty_divisor
+from transformer.errors import UserError
+from transformer.export.ctranslate2 import CONFIG_FILE
+from transformer.tokenizer import EOS_ID, Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Export:
+    """What an export folder restores besides the engine: where it is and the training config."""
+
+    path: Path  # the folder's model.bin (evaluate names its output after the checkpoint file)
+    config: DictConfig
+    meta: dict[str, str]
+
+
+def load_export(directory: str) -> tuple[Export, Tokenizer]:
+    """The training config and tokenizer of a `transformer-export format=ctranslate2` folder."""
+    folder = Path(directory)
+    if not (folder / "model.bin").is_file() or not (folder / CONFIG_FILE).is_file():
+        raise UserError(
+            f"{folder} is not a CTranslate2 export of this tool (no model.bin and {CONFIG_FILE}); "
+            f"make one with transformer-export checkpoint=RUN format=ctranslate2 output={folder}"
+        )
+    config = OmegaConf.create((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    return Export(folder / "model.bin", config, {}), Tokenizer.load(folder)
+
+
+class CTranslate2Translator:
+    """A CTranslate2 export, its tokenizer and the decoding settings; `search`/`translate` as `Translator`'s."""
+
+    def __init__(self, directory: str, cfg: DecodingConfig, device: str = "cpu", exact: bool = True, **options):
+        """`options` go to `ctranslate2.Translator` (compute_type, intra_threads, ...)."""
+        if cfg.strategy == "beam" and cfg.length_penalty_kind == "gnmt":
+            raise UserError("decoding.length_penalty_kind=gnmt is not available with engine=ctranslate2: use power")
+        self.export, self.tokenizer = load_export(directory)
+        self.cfg, self.exact = cfg, exact
+        self.max_positions = int(self.export.config.model.max_positions)
+        self.engine = ctranslate2.Translator(directory, device=device, **options)
+
+    def max_len(self, src_length: int) -> int:
+        """The output limit a·len+b for a source of `src_length` tokens (EOS included), as `Translator.max_len`."""
+        limit = int(self.cfg.max_len_a * src_length + self.cfg.max_len_b)
+        return min(max(limit, 1), self.max_positions - 1)
+
+    def _options(self, max_len: int) -> dict:
+        """translate_batch arguments for our decoding settings and an output limit."""
+        cfg = self.cfg
+        options = dict(
+            max_decoding_length=max_len,
+            min_decoding_length=cfg.min_len,
+            no_repeat_ngram_size=cfg.no_repeat_ngram_size,
+            return_scores=True,
+            return_end_token=True,  # so that a hypothesis' length counts its EOS, as ours does
+            max_input_length=0,
+        )
+        if cfg.strategy == "beam":
+            alpha = 0.0 if cfg.length_penalty_kind == "none" else cfg.length_penalty
+            patience = float(max_len) if self.exact else 1.0  # beam·max_len finished ones: every one there can be
+            return options | dict(
+                beam_size=cfg.beam_size, num_hypotheses=cfg.n_best, length_penalty=alpha, patience=patience
+            )
+        options |= dict(beam_size=1, length_penalty=0.0)  # greedy and sampling score the raw log-probability
+        if cfg.strategy == "sample":
+            top_k = min(cfg.top_k, self.tokenizer.tgt_vocab_size)  # 0 = all, as ours
+            options |= dict(sampling_topk=top_k, sampling_topp=cfg.top_p, sampling_temperature=cfg.temperature)
+        return options
+
+    def _hypotheses(self, result) -> list[Hypothesis]:
+        alpha = self.cfg.length_penalty if self.cfg.strategy == "beam" else 0.0
+        kind = self.cfg.length_penalty_kind if self.cfg.strategy == "beam" else "none"
+        hyps = []
+        for pieces, score in zip(result.hypotheses, result.scores):
+            ids = [self.tokenizer.tgt.piece_to_id(p) for p in pieces]
+            logprob = score * penalty_divisor(len(ids), alpha, kind)
+            hyps.append(Hypothesis(ids[:-1] if ids and ids[-1] == EOS_ID else ids, score, logprob, []))
+        return hyps
+
+    def _translate(self, ids: list[list[int]]) -> list[list[Hypothesis]]:
+        """Hypotheses for sentences of equal output limit (`ids` without EOS)."""
+        pieces = [[self.tokenizer.src.id_to_piece(i) for i in x] for x in ids]
+        results = self.engine.translate_batch(pieces, **self._options(self.max_len(len(ids[0]) + 1)))
+        return [self._hypotheses(r) for r in results]
+
+    def search(self, sentences: list[str], progress: bool = False) -> list[tuple[list[int], list[Hypothesis]]]:
+        """Each sentence's source ids and hypotheses (best first), in input order; as `Translator.search`."""
+        if self.cfg.strategy == "sample":
+            ctranslate2.set_random_seed(self.cfg.seed)
+        ids = self.tokenizer.encode_src([s.strip() for s in sentences])
+        limit = self.max_positions - 1  # room for EOS
+        for i, x in enumerate(ids):
+            if len(x) > limit:
+                log.error("sentence %d has %d tokens, more than the model's limit of %d; it is left untranslated "
+                          "(an empty line); split it into shorter sentences", i + 1, len(x), limit)
+        out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
+        todo = sorted((i for i, x in enumerate(ids) if 0 < len(x) <= limit), key=lambda i: len(ids[i]))
+        bar = tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False)
+        with bar:  # CTranslate2 takes one output limit per call: group the sentences by theirs
+            for _, same in groupby(todo, key=lambda i: self.max_len(len(ids[i]) + 1)):
+                rows = list(same)
+                for start in range(0, len(rows), self.cfg.batch_size):
+                    batch = rows[start : start + self.cfg.batch_size]
+                    for i, hyps in zip(batch, self._translate([ids[i] for i in batch])):
+                        out[i] = (ids[i], hyps)
+                    bar.update(len(batch))
+        return out
+
+    def translate_nbest(self, sentences: list[str], progress: bool = False) -> list[list[tuple[str, float]]]:
+        """(translation, score) lists, best first, in input order; an untranslated sentence gets [("", 0.0)]."""
+        results = []
+        for _, hyps in self.search(sentences, progress):
+            texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
+            results.append([(text, h.score) for text, h in zip(texts, hyps)] or [("", 0.0)])
+        return results
+
+    def translate(self, sentences: list[str], progress: bool = False) -> list[str]:
+        """The best translation of each sentence, in input order; a blank sentence translates to ''."""
+        return [hyps[0][0] for hyps in self.translate_nbest(sentences, progress)]
