@@ -23,7 +23,12 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
-test: setup
+# The tests of transformer-export need its optional packages.
+$(VENV)/.export-installed: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[dev,export]"
+	touch $@
+
+test: setup $(VENV)/.export-installed
 	$(BIN)/ruff check transformer scripts tests
 	$(BIN)/pytest
 

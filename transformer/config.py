@@ -168,6 +168,7 @@ class EvaluateConfig:
     ref_file: str | None = None
     output: str | None = None  # hypotheses file; default: beside the checkpoint
     device: str = "auto"
+    engine: str = "pytorch"  # pytorch | ctranslate2 (checkpoint= a transformer-export format=ctranslate2 folder)
     decoding: DecodingConfig = MISSING
 
 
@@ -179,7 +180,22 @@ class TranslateConfig:
     plot_attention: str | None = None  # directory for one cross-attention heatmap PNG per sentence
     plot_layer: int | None = None  # decoder layer to plot (0-based, -1 = last); None = mean of all
     device: str = "auto"
+    engine: str = "pytorch"  # pytorch | ctranslate2 (checkpoint= a transformer-export format=ctranslate2 folder)
     decoding: DecodingConfig = MISSING
+
+
+@dataclass
+class ExportOptions:
+    quantization: str = "none"  # ctranslate2 weights: none (float32) | int8 | int8_float32 | bfloat16
+    force: bool = False  # replace a non-empty output folder
+
+
+@dataclass
+class ExportConfig:
+    checkpoint: str = MISSING  # run directory or checkpoint file
+    format: str = "ctranslate2"  # ctranslate2 | marian (Hugging Face MarianMT)
+    output: str = MISSING  # folder to create
+    export: ExportOptions = field(default_factory=ExportOptions)
 
 
 def register_configs() -> None:
@@ -189,6 +205,7 @@ def register_configs() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="evaluate_schema", node=EvaluateConfig)
     cs.store(name="translate_schema", node=TranslateConfig)
+    cs.store(name="export_schema", node=ExportConfig)
 
 
 def _choice(problems: list[str], key: str, value, choices: tuple) -> None:
@@ -299,5 +316,7 @@ def check_config(cfg) -> None:
         )
     if "device" in cfg:
         _device(problems, "device", cfg.device)
+    if "engine" in cfg:
+        _choice(problems, "engine", cfg.engine, ("pytorch", "ctranslate2"))
     if problems:
         raise UserError("invalid settings: " + "; ".join(problems))

@@ -118,7 +118,9 @@ class CheckpointConverter(Converter):
 def export_ctranslate2(ckpt: Checkpoint, directory: Path, name: str, quantization: str = "none") -> None:
     """Write a CTranslate2 model folder (model.bin, vocabularies, config), the SentencePiece model(s), the
     training config and a README that calls the folder `name`."""
-    CheckpointConverter(ckpt).convert(str(directory), quantization=None if quantization == "none" else quantization)
+    CheckpointConverter(ckpt).convert(
+        str(directory), quantization=None if quantization == "none" else quantization, force=True
+    )
     ckpt.tokenizer.save(directory)
     (directory / CONFIG_FILE).write_text(OmegaConf.to_yaml(ckpt.config), encoding="utf-8")
     spm = ["spm.model"] * 2 if ckpt.tokenizer.joint else ["spm.src.model", "spm.tgt.model"]

@@ -116,8 +116,13 @@ class CTranslate2Translator:
         limit = self.max_positions - 1  # room for EOS
         for i, x in enumerate(ids):
             if len(x) > limit:
-                log.error("sentence %d has %d tokens, more than the model's limit of %d; it is left untranslated "
-                          "(an empty line); split it into shorter sentences", i + 1, len(x), limit)
+                log.error(
+                    "sentence %d has %d tokens, more than the model's limit of %d; it is left untranslated "
+                    "(an empty line); split it into shorter sentences",
+                    i + 1,
+                    len(x),
+                    limit,
+                )
         out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
         todo = sorted((i for i, x in enumerate(ids) if 0 < len(x) <= limit), key=lambda i: len(ids[i]))
         bar = tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False)

@@ -27,4 +27,3 @@ def named_weights(model: Transformer) -> dict[str, Tensor]:
     state = _split_fused_attention(model.state_dict())
     state["positions"] = model.positions
     return {name: t.detach().to("cpu", torch.float32) for name, t in state.items()}
-
