@@ -318,5 +318,7 @@ def check_config(cfg) -> None:
         _device(problems, "device", cfg.device)
     if "engine" in cfg:
         _choice(problems, "engine", cfg.engine, ("pytorch", "ctranslate2"))
+        if cfg.engine == "ctranslate2" and cfg.get("plot_attention"):
+            problems.append("plot_attention needs engine=pytorch (CTranslate2 does not return our attention)")
     if problems:
         raise UserError("invalid settings: " + "; ".join(problems))

@@ -56,13 +56,16 @@ class CTranslate2Translator:
     """A CTranslate2 export, its tokenizer and the decoding settings; `search`/`translate` as `Translator`'s."""
 
     def __init__(self, directory: str, cfg: DecodingConfig, device: str = "cpu", exact: bool = True, **options):
-        """`options` go to `ctranslate2.Translator` (compute_type, intra_threads, ...)."""
+        """`device`: cpu, cuda or auto; `options` go to `ctranslate2.Translator` (compute_type, intra_threads)."""
         if cfg.strategy == "beam" and cfg.length_penalty_kind == "gnmt":
             raise UserError("decoding.length_penalty_kind=gnmt is not available with engine=ctranslate2: use power")
         self.export, self.tokenizer = load_export(directory)
         self.cfg, self.exact = cfg, exact
         self.max_positions = int(self.export.config.model.max_positions)
-        self.engine = ctranslate2.Translator(directory, device=device, **options)
+        try:
+            self.engine = ctranslate2.Translator(directory, device=device, **options)
+        except (RuntimeError, ValueError) as err:
+            raise UserError(f"{directory}: CTranslate2 cannot load it ({err})") from err
 
     def max_len(self, src_length: int) -> int:
         """The output limit a·len+b for a source of `src_length` tokens (EOS included), as `Translator.max_len`."""
