@@ -10,7 +10,10 @@ patience is raised so that it searches to the same end (`exact=False` is
 CTranslate2's own, faster rule). Ours never generates pad or BOS; CTranslate2
 can only suppress a token before the softmax, which would shift every score,
 so it is left free to (a trained model never ranks them near the top).
-`token_scores` are not reported (empty).
+`token_scores` are not reported (empty). Sampling draws from one random stream
+per translator, seeded by decoding.seed when it is built (CTranslate2 seeds each
+worker thread once): the same command gives the same samples, but a second
+search of the same translator continues the stream.
 """
 
 import logging
@@ -62,6 +65,7 @@ class CTranslate2Translator:
         self.export, self.tokenizer = load_export(directory)
         self.cfg, self.exact = cfg, exact
         self.max_positions = int(self.export.config.model.max_positions)
+        ctranslate2.set_random_seed(cfg.seed)  # each worker thread seeds its generator from it when it first samples
         try:
             self.engine = ctranslate2.Translator(directory, device=device, **options)
         except (RuntimeError, ValueError) as err:
@@ -113,8 +117,6 @@ class CTranslate2Translator:
 
     def search(self, sentences: list[str], progress: bool = False) -> list[tuple[list[int], list[Hypothesis]]]:
         """Each sentence's source ids and hypotheses (best first), in input order; as `Translator.search`."""
-        if self.cfg.strategy == "sample":
-            ctranslate2.set_random_seed(self.cfg.seed)
         ids = self.tokenizer.encode_src([s.strip() for s in sentences])
         limit = self.max_positions - 1  # room for EOS
         for i, x in enumerate(ids):
