@@ -1,5 +1,6 @@
 """transformer-export: CTranslate2 and MarianMT exports translate exactly as our own engine does."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,16 +33,28 @@ def read(path: Path) -> list[str]:
     return path.read_text().splitlines()
 
 
-def train_checkpoint(directory: Path, pre_norm: bool, steps: int = 40) -> Path:
-    """A tiny model trained `steps` Adam steps of 50 sentence pairs on the toy corpus, saved as a checkpoint."""
+def train_checkpoint(directory: Path, pre_norm: bool, joint: bool = True, steps: int = 40) -> Path:
+    """A tiny model trained `steps` Adam steps of 50 sentence pairs on the toy corpus, saved as a checkpoint;
+    `joint=False` gives it a source and a target vocabulary."""
     (src, tgt), (val_src, val_tgt) = write_corpus(directory, "train", 300, 1), write_corpus(directory, "val", 20, 2)
     overrides = ["data=files", f"data.train.src={src}", f"data.train.tgt={tgt}", f"data.val.src={val_src}"]
-    overrides += [f"data.val.tgt={val_tgt}", "model=tiny", f"model.pre_norm={pre_norm}"]
+    overrides += [
+        f"data.val.tgt={val_tgt}",
+        "model=tiny",
+        f"model.pre_norm={pre_norm}",
+        f"data.tokenizer.joint={joint}",
+    ]
     with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
     src_lines, tgt_lines = read(src), read(tgt)
-    spm = train_sentencepiece(iter(src_lines + tgt_lines), TokenizerConfig(vocab_size=60))
-    tokenizer = Tokenizer(spm, spm)
+    if joint:
+        spm = train_sentencepiece(iter(src_lines + tgt_lines), TokenizerConfig(vocab_size=60))
+        tokenizer = Tokenizer(spm, spm)
+    else:
+        src_spm, tgt_spm = (
+            train_sentencepiece(iter(lines), TokenizerConfig(vocab_size=45)) for lines in (src_lines, tgt_lines)
+        )
+        tokenizer = Tokenizer(src_spm, tgt_spm)
     torch.manual_seed(0)
     model = build_model(ModelConfig(**cfg.model), tokenizer)
     src_ids, tgt_ids = tokenizer.encode_src(src_lines), tokenizer.encode_tgt(tgt_lines)
@@ -54,7 +67,7 @@ def train_checkpoint(directory: Path, pre_norm: bool, steps: int = 40) -> Path:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    path = directory / f"model_{'pre' if pre_norm else 'post'}.safetensors"
+    path = directory / f"model_{'pre' if pre_norm else 'post'}_{'joint' if joint else 'separate'}.safetensors"
     save_checkpoint(path, model.eval(), tokenizer, cfg, step=steps)
     return path
 
@@ -234,3 +247,32 @@ def test_export_and_translate_commands(toy, tmp_path):
     theirs = cli("transformer-translate", f"checkpoint={out}", "engine=ctranslate2", *args, cwd=tmp_path)
     assert ours.returncode == theirs.returncode == 0, theirs.stderr
     assert theirs.stdout == ours.stdout and len(ours.stdout.splitlines()) == 10
+
+
+def test_separate_vocabularies_export_to_both_formats(toy, tmp_path):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        path = train_checkpoint(tmp_path, pre_norm=False, joint=False)
+    finally:
+        torch.set_num_threads(threads)
+    ckpt = load_checkpoint(str(path))
+    assert not ckpt.tokenizer.joint and ckpt.model.src_embed is not ckpt.model.tgt_embed
+    export(ckpt, "ctranslate2", tmp_path / "ct2")
+    export(ckpt, "marian", tmp_path / "marian")
+    assert {"source_vocabulary.json", "target_vocabulary.json", "spm.src.model"} <= set(os.listdir(tmp_path / "ct2"))
+    cfg = DecodingConfig(strategy="beam", beam_size=4)
+    ours = Translator(ckpt.model, ckpt.tokenizer, cfg).search(toy["sentences"])
+    theirs = CTranslate2Translator(str(tmp_path / "ct2"), cfg).search(toy["sentences"])
+    assert [[h.tokens for h in hyps] for _, hyps in theirs] == [[h.tokens for h in hyps] for _, hyps in ours]
+    tokenizer = transformers.MarianTokenizer.from_pretrained(str(tmp_path / "marian"))
+    model = transformers.MarianMTModel.from_pretrained(str(tmp_path / "marian")).eval()
+    sentences = [s for s in toy["sentences"] if s][:6]
+    batch = tokenizer(sentences, return_tensors="pt", padding=True)
+    assert torch.equal(batch["input_ids"], pad([ids + [EOS_ID] for ids in ckpt.tokenizer.encode_src(sentences)]))
+    tgt_in = pad([[BOS_ID] + ids for ids in ckpt.tokenizer.encode_tgt(sentences)])
+    with torch.no_grad():
+        theirs = model(**batch, decoder_input_ids=tgt_in).logits
+        ours = ckpt.model(batch["input_ids"], tgt_in)
+    real = tgt_in != PAD_ID
+    torch.testing.assert_close(theirs[real], ours[real], atol=1e-4, rtol=0)
