@@ -38,6 +38,7 @@ DECODER_LAYER = {
     "cross_block.norm": "encoder_attn_layer_norm",
     "ff_block.norm": "final_layer_norm",
 }
+ATTENTION = [f"{proj}.{leaf}" for proj in ("q_proj", "k_proj", "v_proj", "out_proj") for leaf in ("weight", "bias")]
 READS = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "fc1.weight", "embed_tokens.weight", "lm_head.weight")
 WRITES = ("out_proj.weight", "fc2.weight")
 README = """# {name}: a Hugging Face MarianMT export of a transformer-nmt checkpoint
@@ -94,23 +95,18 @@ def marian_config(ckpt: Checkpoint) -> MarianConfig:
 
 
 def _marian_names(n_encoder: int, n_decoder: int) -> dict[str, str]:
-    """Our weight name -> MarianMT's, for every weight but the embeddings' second names."""
+    """Our weight name -> MarianMT's (the source embedding's second name, `model.shared`, aside)."""
     names = {
         "src_embed.weight": "model.encoder.embed_tokens.weight",
         "tgt_embed.weight": "model.decoder.embed_tokens.weight",
+        "output.weight": "lm_head.weight",
     }
-    names["output.weight"] = "lm_head.weight"
     for side, count, layer_map in (("encoder", n_encoder, ENCODER_LAYER), ("decoder", n_decoder, DECODER_LAYER)):
         for i in range(count):
-            ours, theirs = f"{side}.{i}", f"model.{side}.layers.{i}"
-            modules = {**layer_map, "ff.fc1": "fc1", "ff.fc2": "fc2"}
-            for src, dst in modules.items():
-                leaves = ("weight", "bias")
-                if src.endswith("attn"):
-                    leaves = [f"{p}_proj.{leaf}" for p in "qkvo" for leaf in ("weight", "bias")]
-                    leaves = [leaf.replace("o_proj", "out_proj") for leaf in leaves]
+            for ours, theirs in {**layer_map, "ff.fc1": "fc1", "ff.fc2": "fc2"}.items():
+                leaves = ATTENTION if ours.endswith("attn") else ("weight", "bias")
                 for leaf in leaves:
-                    names[f"{ours}.{src}.{leaf}"] = f"{theirs}.{dst}.{leaf}"
+                    names[f"{side}.{i}.{ours}.{leaf}"] = f"model.{side}.layers.{i}.{theirs}.{leaf}"
     return names
 
 
