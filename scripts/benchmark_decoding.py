@@ -99,7 +99,10 @@ def ctranslate2_cases(model: Transformer, src: torch.Tensor, args: argparse.Name
         return {}
     _, heads, layers, _ = SIZES[args.size]
     shape = dict(
-        n_encoder_layers=layers, n_decoder_layers=layers, n_heads=heads, pre_norm=model.encoder_norm is not None
+        n_encoder_layers=layers,
+        n_decoder_layers=layers,
+        n_heads=heads,
+        pre_norm=isinstance(model.encoder_norm, torch.nn.LayerNorm),
     )
     vocab = _Pieces(args.vocab)
     tokenizer = SimpleNamespace(src=vocab, tgt=vocab)
