@@ -277,3 +277,10 @@ def test_separate_vocabularies_export_to_both_formats(toy, tmp_path):
         ours = ckpt.model(batch["input_ids"], tgt_in)
     real = tgt_in != PAD_ID
     torch.testing.assert_close(theirs[real], ours[real], atol=1e-4, rtol=0)
+
+
+def test_the_export_config_composes_with_its_defaults(tmp_path):
+    with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+        cfg = compose(config_name="export", overrides=["checkpoint=run", f"output={tmp_path / 'out'}"])
+    assert (cfg.format, cfg.export.quantization, cfg.export.force) == ("ctranslate2", "none", False)
+    assert check_export(cfg) == tmp_path / "out"
