@@ -198,6 +198,9 @@ class ExportConfig:
     export: ExportOptions = field(default_factory=ExportOptions)
 
 
+ENGINES = ("pytorch", "ctranslate2")  # decoding engines of transformer-translate and transformer-evaluate
+
+
 def register_configs() -> None:
     """Register the schemas so YAML files can name them in their defaults lists."""
     cs = ConfigStore.instance()
@@ -317,7 +320,7 @@ def check_config(cfg) -> None:
     if "device" in cfg:
         _device(problems, "device", cfg.device)
     if "engine" in cfg:
-        _choice(problems, "engine", cfg.engine, ("pytorch", "ctranslate2"))
+        _choice(problems, "engine", cfg.engine, ENGINES)
         if cfg.engine == "ctranslate2" and cfg.get("plot_attention"):
             problems.append("plot_attention needs engine=pytorch (CTranslate2 does not return our attention)")
     if problems:

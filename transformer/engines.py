@@ -5,12 +5,10 @@ and the same decoding settings, so `engine=ctranslate2` compares the two with on
 """
 
 from transformer.checkpoint import Checkpoint, load_checkpoint
-from transformer.config import DecodingConfig
+from transformer.config import ENGINES, DecodingConfig
 from transformer.errors import UserError
 from transformer.runtime import pick_device
 from transformer.translator import Translator
-
-ENGINES = ("pytorch", "ctranslate2")
 
 
 def load_engine(checkpoint: str, engine: str, decoding: DecodingConfig, device: str = "auto"):

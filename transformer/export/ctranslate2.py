@@ -20,7 +20,6 @@ from transformer.checkpoint import Checkpoint
 from transformer.export.weights import named_weights
 from transformer.tokenizer import BOS_ID, EOS_ID, UNK_ID
 
-QUANTIZATIONS = ("none", "int8", "int8_float32", "bfloat16")
 CONFIG_FILE = "transformer_config.yaml"  # the training config, for `transformer-evaluate split=...`
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which the model uses
 
