@@ -28,6 +28,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import asdict
 from types import SimpleNamespace
 
 import torch
@@ -97,16 +98,9 @@ def ctranslate2_cases(model: Transformer, src: torch.Tensor, args: argparse.Name
         from transformer.export.ctranslate2 import CheckpointConverter
     except ImportError:
         return {}
-    _, heads, layers, _ = SIZES[args.size]
-    shape = dict(
-        n_encoder_layers=layers,
-        n_decoder_layers=layers,
-        n_heads=heads,
-        pre_norm=isinstance(model.encoder_norm, torch.nn.LayerNorm),
-    )
     vocab = _Pieces(args.vocab)
     tokenizer = SimpleNamespace(src=vocab, tgt=vocab)
-    ckpt = SimpleNamespace(model=model, config=OmegaConf.create({"model": shape}), tokenizer=tokenizer)
+    ckpt = SimpleNamespace(model=model, config=OmegaConf.create({"model": asdict(model.config)}), tokenizer=tokenizer)
     folder = tempfile.mkdtemp(prefix="bench_ct2_")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     CheckpointConverter(ckpt).convert(folder, force=True)

@@ -22,13 +22,15 @@ from itertools import groupby
 from pathlib import Path
 
 import ctranslate2
+import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from transformer.beam import penalty_divisor
 from transformer.config import DecodingConfig
-from transformer.decoding import Hypothesis, penalty_divisor
 from transformer.errors import UserError
 from transformer.export.ctranslate2 import CONFIG_FILE
+from transformer.search_state import Hypothesis, SearchOptions, strip_eos
 from transformer.tokenizer import EOS_ID, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -60,8 +62,8 @@ class CTranslate2Translator:
 
     def __init__(self, directory: str, cfg: DecodingConfig, device: str = "cpu", exact: bool = True, **options):
         """`device`: cpu, cuda or auto; `options` go to `ctranslate2.Translator` (compute_type, intra_threads)."""
-        if cfg.strategy == "beam" and cfg.length_penalty_kind == "gnmt":
-            raise UserError("decoding.length_penalty_kind=gnmt is not available with engine=ctranslate2: use power")
+        self.options = SearchOptions.from_config(cfg)  # ValueError on impossible settings
+        _check(self.options)
         self.export, self.tokenizer = load_export(directory)
         self.cfg, self.exact = cfg, exact
         self.max_positions = int(self.export.config.model.max_positions)
@@ -71,52 +73,47 @@ class CTranslate2Translator:
         except (RuntimeError, ValueError) as err:
             raise UserError(f"{directory}: CTranslate2 cannot load it ({err})") from err
 
-    def max_len(self, src_length: int) -> int:
-        """The output limit a·len+b for a source of `src_length` tokens (EOS included), as `Translator.max_len`."""
-        limit = int(self.cfg.max_len_a * src_length + self.cfg.max_len_b)
-        return min(max(limit, 1), self.max_positions - 1)
-
-    def _options(self, max_len: int) -> dict:
-        """translate_batch arguments for our decoding settings and an output limit."""
-        cfg = self.cfg
-        options = dict(
+    def _arguments(self, options: SearchOptions, max_len: int) -> dict:
+        """translate_batch arguments for `options` and an output limit."""
+        arguments = dict(
             max_decoding_length=max_len,
-            min_decoding_length=cfg.min_len,
-            no_repeat_ngram_size=cfg.no_repeat_ngram_size,
+            min_decoding_length=options.min_len,
+            no_repeat_ngram_size=options.no_repeat_ngram_size,
             return_scores=True,
             return_end_token=True,  # so that a hypothesis' length counts its EOS, as ours does
             max_input_length=0,
         )
-        if cfg.strategy == "beam":
-            alpha = 0.0 if cfg.length_penalty_kind == "none" else cfg.length_penalty
+        if options.strategy == "beam":
+            alpha = 0.0 if options.length_penalty_kind == "none" else options.length_penalty
             patience = float(max_len) if self.exact else 1.0  # beam·max_len finished ones: every one there can be
-            return options | dict(
-                beam_size=cfg.beam_size, num_hypotheses=cfg.n_best, length_penalty=alpha, patience=patience
+            beam = dict(beam_size=options.beam_size, num_hypotheses=options.n_best, patience=patience)
+            return arguments | beam | dict(length_penalty=alpha)
+        arguments |= dict(beam_size=1, length_penalty=0.0)  # greedy and sampling score the raw log-probability
+        if options.strategy == "sample":
+            top_k = min(options.top_k, self.tokenizer.tgt_vocab_size)  # 0 = all, as ours
+            arguments |= dict(
+                sampling_topk=top_k, sampling_topp=options.top_p, sampling_temperature=options.temperature
             )
-        options |= dict(beam_size=1, length_penalty=0.0)  # greedy and sampling score the raw log-probability
-        if cfg.strategy == "sample":
-            top_k = min(cfg.top_k, self.tokenizer.tgt_vocab_size)  # 0 = all, as ours
-            options |= dict(sampling_topk=top_k, sampling_topp=cfg.top_p, sampling_temperature=cfg.temperature)
-        return options
+        return arguments
 
-    def _hypotheses(self, result) -> list[Hypothesis]:
-        alpha = self.cfg.length_penalty if self.cfg.strategy == "beam" else 0.0
-        kind = self.cfg.length_penalty_kind if self.cfg.strategy == "beam" else "none"
+    def _hypotheses(self, result, options: SearchOptions) -> list[Hypothesis]:
+        beam = options.strategy == "beam"
+        alpha, kind = (options.length_penalty, options.length_penalty_kind) if beam else (0.0, "none")
         hyps = []
         for pieces, score in zip(result.hypotheses, result.scores):
             ids = [self.tokenizer.tgt.piece_to_id(p) for p in pieces]
-            logprob = score * penalty_divisor(len(ids), alpha, kind)
-            hyps.append(Hypothesis(ids[:-1] if ids and ids[-1] == EOS_ID else ids, score, logprob, []))
+            hyps.append(Hypothesis(strip_eos(ids, EOS_ID), score, score * penalty_divisor(len(ids), alpha, kind), []))
         return hyps
 
-    def _translate(self, ids: list[list[int]]) -> list[list[Hypothesis]]:
-        """Hypotheses for sentences of equal output limit (`ids` without EOS)."""
-        pieces = [[self.tokenizer.src.id_to_piece(i) for i in x] for x in ids]
-        results = self.engine.translate_batch(pieces, **self._options(self.max_len(len(ids[0]) + 1)))
-        return [self._hypotheses(r) for r in results]
+    def search(
+        self, sentences: list[str], progress: bool = False, options: SearchOptions | None = None, generator=None
+    ) -> list[tuple[list[int], list[Hypothesis]]]:
+        """Each sentence's source ids and hypotheses (best first), in input order; as `Translator.search`.
 
-    def search(self, sentences: list[str], progress: bool = False) -> list[tuple[list[int], list[Hypothesis]]]:
-        """Each sentence's source ids and hypotheses (best first), in input order; as `Translator.search`."""
+        `generator` is not used: CTranslate2 samples from its own generator (see the module docstring).
+        """
+        options = options or self.options
+        _check(options)
         ids = self.tokenizer.encode_src([s.strip() for s in sentences])
         limit = self.max_positions - 1  # room for EOS
         for i, x in enumerate(ids):
@@ -130,25 +127,40 @@ class CTranslate2Translator:
                 )
         out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
         todo = sorted((i for i, x in enumerate(ids) if 0 < len(x) <= limit), key=lambda i: len(ids[i]))
-        bar = tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False)
-        with bar:  # CTranslate2 takes one output limit per call: group the sentences by theirs
-            for _, same in groupby(todo, key=lambda i: self.max_len(len(ids[i]) + 1)):
+        lengths = torch.tensor([len(ids[i]) + 1 for i in todo], dtype=torch.long)  # EOS included
+        max_len = dict(zip(todo, options.output_limits(lengths, self.max_positions).tolist()))
+        with tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False) as bar:
+            for limit_of_group, same in groupby(todo, key=max_len.get):  # CTranslate2 takes one limit per call
                 rows = list(same)
                 for start in range(0, len(rows), self.cfg.batch_size):
                     batch = rows[start : start + self.cfg.batch_size]
-                    for i, hyps in zip(batch, self._translate([ids[i] for i in batch])):
-                        out[i] = (ids[i], hyps)
+                    pieces = [[self.tokenizer.src.id_to_piece(t) for t in ids[i]] for i in batch]
+                    results = self.engine.translate_batch(pieces, **self._arguments(options, limit_of_group))
+                    for i, result in zip(batch, results):
+                        out[i] = (ids[i], self._hypotheses(result, options))
                     bar.update(len(batch))
         return out
 
-    def translate_nbest(self, sentences: list[str], progress: bool = False) -> list[list[tuple[str, float]]]:
+    def detokenize(self, hyps: list[Hypothesis]) -> list[str]:
+        """The text of each hypothesis."""
+        return self.tokenizer.decode_tgt([h.tokens for h in hyps])
+
+    def translate_nbest(
+        self, sentences: list[str], progress: bool = False, options: SearchOptions | None = None, generator=None
+    ) -> list[list[tuple[str, float]]]:
         """(translation, score) lists, best first, in input order; an untranslated sentence gets [("", 0.0)]."""
         results = []
-        for _, hyps in self.search(sentences, progress):
-            texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
-            results.append([(text, h.score) for text, h in zip(texts, hyps)] or [("", 0.0)])
+        for _, hyps in self.search(sentences, progress, options):
+            results.append([(text, h.score) for text, h in zip(self.detokenize(hyps), hyps)] or [("", 0.0)])
         return results
 
-    def translate(self, sentences: list[str], progress: bool = False) -> list[str]:
+    def translate(
+        self, sentences: list[str], progress: bool = False, options: SearchOptions | None = None, generator=None
+    ) -> list[str]:
         """The best translation of each sentence, in input order; a blank sentence translates to ''."""
-        return [hyps[0][0] for hyps in self.translate_nbest(sentences, progress)]
+        return [hyps[0][0] for hyps in self.translate_nbest(sentences, progress, options)]
+
+
+def _check(options: SearchOptions) -> None:
+    if options.strategy == "beam" and options.length_penalty_kind == "gnmt":
+        raise UserError("decoding.length_penalty_kind=gnmt is not available with engine=ctranslate2: use power")
