@@ -13,10 +13,11 @@ from safetensors.torch import save_file
 
 from tests.conftest import write_corpus
 from transformer.batching import collate, pad
-from transformer.checkpoint import build_model, load_checkpoint, save_checkpoint
+from transformer.checkpoint import load_checkpoint, save_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.config import DecodingConfig, ModelConfig, TokenizerConfig
 from transformer.errors import UserError
+from transformer.model import build_model
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
 from transformer.translator import Translator
 
