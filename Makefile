@@ -12,7 +12,7 @@ TCMALLOC_LIBS := /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 /usr/lib/aar
 TCMALLOC = $(shell ls $(TCMALLOC_LIBS) 2>/dev/null | head -n 1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
-.PHONY: setup serve-setup browser tcmalloc bench-setup test lint train bench results clean
+.PHONY: setup test-setup browser tcmalloc bench-setup test lint train bench results clean
 
 setup: $(VENV)/.installed
 
@@ -23,11 +23,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
-# The serve extra and the test tools (httpx, Playwright), on top of setup; a stamp of its own.
-serve-setup: $(VENV)/.installed-serve
+# The optional extras the tests need (serve; export) and the test tools (httpx, Playwright): a stamp of its own.
+test-setup: $(VENV)/.installed-test
 
-$(VENV)/.installed-serve: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e ".[dev,serve]"
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[dev,serve,export]"
 	touch $@
 
 # Debian's Chromium for the page's browser test (never a browser download); skipped with a note where apt cannot.
@@ -36,7 +36,7 @@ browser:
 		|| ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1) \
 		|| echo "note: could not install chromium (apt-get); the browser test will be skipped"
 
-test: setup serve-setup browser
+test: test-setup browser
 	$(BIN)/ruff check transformer scripts tests
 	$(BIN)/pytest
 

@@ -12,15 +12,24 @@ On CPU our searches run on an inference copy whose linear maps use pre-packed on
 (transformer/fast_inference.py);
 `--unpacked` adds our runs with oneDNN off, i.e. through `F.linear` as MarianMT does;
 `--products` instead times the decoder's matrix products alone both ways, in GFLOP/s.
-Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`).
+Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`), on a
+MarianMT of the same size (its own random weights: MarianMT has no pre-norm). CTranslate2 float32
+and int8 are measured on our model's very weights, exported with `transformer.export.ctranslate2`,
+when `ctranslate2` is installed (`pip install -e .[export]`), with as many threads as torch uses.
 """
 
 import argparse
+import atexit
+import functools
 import json
+import shutil
 import statistics
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import asdict
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -67,6 +76,60 @@ def without_onednn(run: Callable[[], object]) -> Callable[[], object]:
     return unpacked
 
 
+class _Pieces:
+    """A stand-in SentencePiece vocabulary for random ids: our four specials, then t4, t5, ..."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def get_piece_size(self) -> int:
+        return self.size
+
+    def id_to_piece(self, i: int) -> str:
+        return ["<pad>", "<s>", "</s>", "<unk>"][i] if i < 4 else f"t{i}"
+
+
+def ctranslate2_cases(model: Transformer, src: torch.Tensor, args: argparse.Namespace) -> dict[str, Callable]:
+    """CTranslate2 float32 and int8 greedy and beam 5 on `model`'s weights; {} without ctranslate2."""
+    try:
+        import ctranslate2
+        from omegaconf import OmegaConf
+
+        from transformer.export.ctranslate2 import CheckpointConverter
+    except ImportError:
+        return {}
+    vocab = _Pieces(args.vocab)
+    tokenizer = SimpleNamespace(src=vocab, tgt=vocab)
+    ckpt = SimpleNamespace(model=model, config=OmegaConf.create({"model": asdict(model.config)}), tokenizer=tokenizer)
+    folder = tempfile.mkdtemp(prefix="bench_ct2_")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    CheckpointConverter(ckpt).convert(folder, force=True)
+    tokens = [[vocab.id_to_piece(i) for i in row[:-1]] for row in src.tolist()]  # CTranslate2 appends EOS
+    fixed = dict(max_decoding_length=args.out_len, min_decoding_length=args.out_len, length_penalty=1.0)
+    runs = {}
+    for compute_type in ("float32", "int8"):
+        translator = ctranslate2.Translator(
+            folder, device=args.device, compute_type=compute_type, intra_threads=torch.get_num_threads()
+        )
+        for beams in (1, 5):
+            name = f"CT2 {compute_type} {'greedy' if beams == 1 else 'beam5'}"
+            runs[name] = functools.partial(translator.translate_batch, tokens, beam_size=beams, **fixed)
+    return runs
+
+
+def ctranslate2_ratios(seconds: dict[str, float]) -> dict[str, float]:
+    """Our time over CTranslate2's (above 1: CTranslate2 is faster), printed and returned."""
+    ratios = {}
+    for compute_type in ("float32", "int8"):
+        for search in ("greedy", "beam5"):
+            if f"CT2 {compute_type} {search}" in seconds:
+                ratio = seconds[f"ours {search}"] / seconds[f"CT2 {compute_type} {search}"]
+                ratios[f"ours_over_ct2_{compute_type}_{search}"] = round(ratio, 3)
+    if ratios:
+        print("ours / CT2 time: " + ", ".join(f"{k[len('ours_over_ct2_') :]} {v:.2f}x" for k, v in ratios.items()))
+    return ratios
+
+
 def cases(args: argparse.Namespace) -> dict[str, Callable]:
     """The timed calls: ours (cached, and uncached unless --no-uncached) and HF's, on one random batch."""
     size, vocab, out_len = args.size, args.vocab, args.out_len
@@ -89,6 +152,8 @@ def cases(args: argparse.Namespace) -> dict[str, Callable]:
         hf = hf.to(device, dtype).eval()
         runs["HF greedy"] = hf_generate(hf, src, 1, out_len)
         runs["HF beam5"] = hf_generate(hf, src, 5, out_len)
+    if device.type == "cpu" and args.dtype == "float32":
+        runs |= ctranslate2_cases(model, src, args)
     return runs
 
 
@@ -184,6 +249,7 @@ def main() -> None:
         result["packed_speedup"] = round(seconds["ours greedy (unpacked)"] / seconds["ours greedy"], 3)
         result["packed_speedup_beam"] = round(seconds["ours beam5 (unpacked)"] / seconds["ours beam5"], 3)
         print(f"packed weights: greedy {result['packed_speedup']:.2f}x, beam5 {result['packed_speedup_beam']:.2f}x")
+    result |= ctranslate2_ratios(seconds)
     if args.json:
         print(json.dumps(result))
 

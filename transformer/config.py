@@ -168,6 +168,7 @@ class EvaluateConfig:
     ref_file: str | None = None
     output: str | None = None  # hypotheses file; default: beside the checkpoint
     device: str = "auto"
+    engine: str = "pytorch"  # pytorch | ctranslate2 (checkpoint= a transformer-export format=ctranslate2 folder)
     decoding: DecodingConfig = MISSING
 
 
@@ -180,6 +181,7 @@ class TranslateConfig:
     plot_layer: int | None = None  # decoder layer to plot (0-based, -1 = last); None = mean of all
     split_sentences: bool = False  # split each line into sentences, translate them, join them back on one line
     device: str = "auto"
+    engine: str = "pytorch"  # pytorch | ctranslate2 (checkpoint= a transformer-export format=ctranslate2 folder)
     decoding: DecodingConfig = MISSING
 
 
@@ -209,6 +211,23 @@ class ServeConfig:
     decoding: DecodingConfig = MISSING  # the defaults that a request's settings override
 
 
+@dataclass
+class ExportOptions:
+    quantization: str = "none"  # ctranslate2 weights: none (float32) | int8 | int8_float32 | bfloat16
+    force: bool = False  # replace a non-empty output folder
+
+
+@dataclass
+class ExportConfig:
+    checkpoint: str = MISSING  # run directory or checkpoint file
+    format: str = "ctranslate2"  # ctranslate2 | marian (Hugging Face MarianMT)
+    output: str = MISSING  # folder to create
+    export: ExportOptions = field(default_factory=ExportOptions)
+
+
+ENGINES = ("pytorch", "ctranslate2")  # decoding engines of transformer-translate and transformer-evaluate
+
+
 def register_configs() -> None:
     """Register the schemas so YAML files can name them in their defaults lists."""
     cs = ConfigStore.instance()
@@ -217,6 +236,7 @@ def register_configs() -> None:
     cs.store(name="evaluate_schema", node=EvaluateConfig)
     cs.store(name="translate_schema", node=TranslateConfig)
     cs.store(name="serve_schema", node=ServeConfig)
+    cs.store(name="export_schema", node=ExportConfig)
 
 
 def _choice(problems: list[str], key: str, value, choices: tuple) -> None:
@@ -336,5 +356,9 @@ def check_config(cfg) -> None:
         )
     if "device" in cfg:
         _device(problems, "device", cfg.device)
+    if "engine" in cfg:
+        _choice(problems, "engine", cfg.engine, ENGINES)
+        if cfg.engine == "ctranslate2" and cfg.get("plot_attention"):
+            problems.append("plot_attention needs engine=pytorch (CTranslate2 does not return our attention)")
     if problems:
         raise UserError("invalid settings: " + "; ".join(problems))

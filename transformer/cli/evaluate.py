@@ -6,14 +6,12 @@ from pathlib import Path
 import sacrebleu
 from omegaconf import DictConfig
 
-from transformer.checkpoint import load_checkpoint
 from transformer.cli import hydra_app, user_errors
 from transformer.config import DecodingConfig, EvaluateConfig, check_config
 from transformer.corpus import ParallelFiles, fetch, read_parallel
+from transformer.engines import load_engine
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
-from transformer.runtime import pick_device
-from transformer.translator import Translator
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +48,10 @@ def main(cfg: DictConfig) -> None:
         check_config(cfg)
         if cfg.output and Path(cfg.output).is_dir():
             raise UserError(f"output={cfg.output} is a folder; give the hypotheses file's name (or leave output out)")
-        ckpt = load_checkpoint(cfg.checkpoint, pick_device(cfg.device))
+        ckpt, translator = load_engine(cfg.checkpoint, cfg.engine, cfg.decoding, cfg.device)
         files = test_files(cfg, ckpt.config.data)
         pairs = list(read_parallel(files))
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-        translator = Translator(ckpt.model, ckpt.tokenizer, cfg.decoding)
         hyps = translator.translate(sources, progress=True)
         name = cfg.split if not cfg.src_file else Path(cfg.src_file).name
         label = decoding_label(cfg.decoding)

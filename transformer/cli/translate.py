@@ -17,13 +17,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer.checkpoint import load_checkpoint
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TranslateConfig, check_config
 from transformer.corpus import decode_line, raw_lines
+from transformer.engines import load_engine
 from transformer.errors import UserError
 from transformer.plotting import attention_figure, save_figure
-from transformer.runtime import pick_device
 from transformer.splitting import split_line
 from transformer.translator import Translator
 
@@ -116,8 +115,7 @@ def main(cfg: DictConfig) -> None:
             raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
         if cfg.split_sentences and (cfg.decoding.n_best > 1 or cfg.plot_attention):
             raise UserError("split_sentences=true prints one line per input line: no n_best > 1 or plot_attention")
-        ckpt = load_checkpoint(cfg.checkpoint, pick_device(cfg.device))
-        translator = Translator(ckpt.model, ckpt.tokenizer, cfg.decoding)
+        _, translator = load_engine(cfg.checkpoint, cfg.engine, cfg.decoding, cfg.device)
         bad: list[int] = []
         if not (cfg.sentences or cfg.input) and sys.stdin.isatty():
             interactive(translator, bad)

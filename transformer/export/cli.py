@@ -1,0 +1,87 @@
+"""`transformer-export`: a checkpoint as a CTranslate2 or Hugging Face MarianMT folder.
+
+Everything is written to a hidden folder beside `output` and renamed at the
+end, so a refusal or a crash leaves nothing behind.
+"""
+
+import functools
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from transformer.checkpoint import Checkpoint, load_checkpoint
+from transformer.cli import hydra_app, user_errors
+from transformer.config import ExportConfig
+from transformer.errors import UserError
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("ctranslate2", "marian")
+QUANTIZATIONS = ("none", "int8", "int8_float32", "bfloat16")
+
+
+def check_export(cfg: DictConfig) -> Path:
+    """Refuse bad settings and an occupied output folder before any work; returns the output folder."""
+    if cfg.format not in FORMATS:
+        raise UserError(f"format={cfg.format!r} is not one of {', '.join(FORMATS)}")
+    if cfg.export.quantization not in QUANTIZATIONS:
+        raise UserError(f"export.quantization={cfg.export.quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
+    if cfg.format == "marian" and cfg.export.quantization != "none":
+        raise UserError("export.quantization is for format=ctranslate2; a MarianMT folder holds float32 weights")
+    output = Path(cfg.output)
+    if output.exists() and not output.is_dir():
+        raise UserError(f"output={output} is a file, not a folder")
+    if output.is_dir() and any(output.iterdir()) and not cfg.export.force:
+        raise UserError(f"output={output} exists and is not empty; choose another folder or set export.force=true")
+    return output
+
+
+def _writer(fmt: str, quantization: str):
+    """`write(ckpt, directory, name)` for `fmt`, or a UserError naming the missing optional package."""
+    try:
+        if fmt == "ctranslate2":
+            from transformer.export.ctranslate2 import export_ctranslate2
+
+            return functools.partial(export_ctranslate2, quantization=quantization)
+        from transformer.export.marian import export_marian
+
+        return export_marian
+    except ImportError as err:
+        package = "ctranslate2" if fmt == "ctranslate2" else "transformers"
+        raise UserError(f"format={fmt} needs the {package} package ({err}): pip install -e '.[export]'") from err
+
+
+def export(ckpt: Checkpoint, fmt: str, output: Path, quantization: str = "none", force: bool = False) -> None:
+    """Write `ckpt` to `output` in format `fmt`, through a temporary folder renamed at the end."""
+    write = _writer(fmt, quantization)
+    output = output.resolve()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        write(ckpt, tmp, output.name)
+        if output.exists() and force:
+            shutil.rmtree(output)
+        elif output.exists():
+            output.rmdir()  # empty: checked before
+        os.replace(tmp, output)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@hydra_app("export", ExportConfig)
+def main(cfg: DictConfig) -> None:
+    with user_errors():
+        output = check_export(cfg)
+        ckpt = load_checkpoint(cfg.checkpoint, "cpu")
+        export(ckpt, cfg.format, output, cfg.export.quantization, cfg.export.force)
+        log.info("%s export of %s written to %s", cfg.format, ckpt.path, output)
+        print(output)
+
+
+if __name__ == "__main__":
+    main()
