@@ -36,8 +36,15 @@ def data_args(corpus, tmp_path) -> list[str]:
     ]
 
 
+RNN = [
+    "model=rnn",
+    *(f"model.rnn.{k}=32" for k in ("embedding_dim", "encoder_hidden", "decoder_hidden", "attention_dim")),
+]
+
+
 @pytest.mark.slow
-def test_prepare_train_evaluate_translate(data_args, tmp_path):
+@pytest.mark.parametrize("model", [["model=tiny"], RNN], ids=["transformer", "rnn"])
+def test_prepare_train_evaluate_translate(data_args, tmp_path, model):
     prepared = run("transformer-prepare", *data_args, cwd=tmp_path)
     assert (Path(prepared.stdout.strip()) / "spm.model").exists()
 
@@ -45,7 +52,7 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path):
     train = run(
         "transformer-train",
         *data_args,
-        "model=tiny",
+        *model,
         "trainer.max_steps=6",
         "trainer.val_every=3",
         "trainer.batch_tokens=512",
@@ -98,7 +105,8 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path):
     assert process.returncode == 0 and "Ctrl-D quits" in err and len(out.splitlines()) == 2
 
     ckpt = load_checkpoint(str(run_dir / "checkpoints" / "last.safetensors"))
-    assert ckpt.meta["step"] == "6" and ckpt.config.model.d_model == 64
+    assert ckpt.meta["step"] == "6" and ckpt.config.model.family == ("rnn" if model == RNN else "transformer")
+    assert type(ckpt.model).__name__ == ("RNNModel" if model == RNN else "Transformer")
     src = torch.tensor([ckpt.tokenizer.encode_src(["un chien"])[0] + [2]])
     logits = ckpt.model(src, torch.tensor([[1]]))
     assert logits.shape == (1, 1, ckpt.tokenizer.tgt_vocab_size) and torch.isfinite(logits).all()

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -220,6 +221,13 @@ def test_refusals_name_the_problem_and_write_nothing(toy, tmp_path):
         load_checkpoint(str(tmp_path / "foreign.safetensors"))
     with pytest.raises(UserError, match="is not a CTranslate2 export of this tool"):
         CTranslate2Translator(str(tmp_path / "occupied"), DecodingConfig())
+    for model, message in (
+        ({"family": "rnn"}, "model.family=rnn: CTranslate2 and MarianMT hold Transformers only"),
+        ({"attention": {"encoder": "local", "decoder": "dot", "cross": "dot"}}, "model.attention.encoder=local: the"),
+    ):
+        with pytest.raises(UserError, match=message):
+            export(SimpleNamespace(config=OmegaConf.create({"model": model})), "ctranslate2", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
     with pytest.raises(UserError, match="length_penalty_kind=gnmt is not available"):
         CTranslate2Translator(str(tmp_path), DecodingConfig(strategy="beam", length_penalty_kind="gnmt"))
 

@@ -58,10 +58,23 @@ def weights(run_dir: Path) -> dict[str, torch.Tensor]:
     }
 
 
+RNN = [
+    "model=rnn",
+    *(f"model.rnn.{k}=24" for k in ("embedding_dim", "encoder_hidden", "decoder_hidden", "attention_dim")),
+]
+
+
+def with_model(overrides: list[str], extra: list[str]) -> list[str]:
+    """`overrides` then `extra`, whose `model=...` (if any) replaces toy_overrides' `model=tiny`."""
+    if any(o.startswith("model=") for o in extra):
+        overrides = [o for o in overrides if not o.startswith("model=")]
+    return [*overrides, *extra]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [[], ["data.subword_dropout=0.1"]], ids=["plain", "bpe_dropout"])
+@pytest.mark.parametrize("extra", [[], ["data.subword_dropout=0.1"], RNN], ids=["plain", "bpe_dropout", "rnn"])
 def test_resume_continues_exactly(corpus, tmp_path, extra):
-    base = [*toy_overrides(corpus, tmp_path), *extra]
+    base = with_model(toy_overrides(corpus, tmp_path), extra)
     train([*base, "trainer.max_steps=4"], tmp_path / "split")
     train([*base, "trainer.max_steps=7", "trainer.resume=true"], tmp_path / "split")
     train([*base, "trainer.max_steps=7"], tmp_path / "straight")
@@ -199,11 +212,13 @@ def weights_at_init(run_dir: Path) -> torch.Tensor:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_mixed_precision_trains_like_fp32(corpus, tmp_path, precision):
+@pytest.mark.parametrize(
+    ("precision", "model"), [("bf16", []), ("fp16", []), ("bf16", RNN)], ids=["bf16", "fp16", "bf16-rnn"]
+)
+def test_mixed_precision_trains_like_fp32(corpus, tmp_path, precision, model):
     """bf16 autocast, and fp16 autocast with its gradient scaler: every step is taken, fp32 master weights
     move like fp32 training's, and the first loss is fp32's within the lower precision."""
-    base = [*toy_overrides(corpus, tmp_path), "model.dropout=0", "trainer.max_steps=3"]
+    base = with_model(toy_overrides(corpus, tmp_path), [*model, "model.dropout=0", "trainer.max_steps=3"])
     train(base, tmp_path / "fp32")
     train([*base, f"trainer.precision={precision}"], tmp_path / precision)
     mixed, full = weights(tmp_path / precision), weights(tmp_path / "fp32")

@@ -64,8 +64,27 @@ class DataConfig:
 
 
 @dataclass
+class RNNConfig:
+    """Bahdanau et al. (2014)'s RNN encoder-decoder (`model.family=rnn`, see transformer/rnn.py).
+
+    It also uses model.dropout, model.tie_embeddings and model.max_positions (output limit only).
+    """
+
+    embedding_dim: int = 256  # source and target embeddings (and the deep output, so it can be tied)
+    encoder_hidden: int = 256  # per direction of the bidirectional encoder
+    decoder_hidden: int = 512
+    attention_dim: int = 256  # additive attention's hidden size (dot scoring ignores it)
+    encoder_layers: int = 1
+    decoder_layers: int = 1
+    cell: str = "gru"  # encoder cell: gru | lstm (the decoder is a GRU)
+    attention: str = "additive"  # additive (Bahdanau) | dot (Luong's "general")
+
+
+@dataclass
 class ModelConfig:
-    """Encoder-decoder Transformer dimensions (Vaswani et al. 2017)."""
+    """Encoder-decoder Transformer dimensions (Vaswani et al. 2017), or `family: rnn` and its `rnn` settings."""
+
+    family: str = "transformer"  # transformer | rnn
 
     d_model: int = 256
     n_heads: int = 4
@@ -78,6 +97,7 @@ class ModelConfig:
     pre_norm: bool = True  # False = the paper's post-norm
     max_positions: int = 1024  # longest sequence the sinusoidal table covers
     tie_embeddings: bool = True  # tie target embedding and output projection (and source if joint)
+    rnn: RNNConfig = field(default_factory=RNNConfig)
 
 
 @dataclass
@@ -276,6 +296,13 @@ def _check_model(problems: list[str], m) -> None:
         problems.append(f"model.d_model={m.d_model} must be even (the position table pairs sin/cos dimensions)")
     for key in ("dropout", "attention_dropout", "activation_dropout"):
         _in_range(problems, f"model.{key}", m[key], 0, 1)
+    _choice(problems, "model.family", m.get("family", "transformer"), ("transformer", "rnn"))
+    if m.get("family") == "rnn":
+        for key in ("embedding_dim", "encoder_hidden", "decoder_hidden", "attention_dim", "encoder_layers"):
+            _at_least(problems, f"model.rnn.{key}", m.rnn[key], 1)
+        _at_least(problems, "model.rnn.decoder_layers", m.rnn.decoder_layers, 1)
+        _choice(problems, "model.rnn.cell", m.rnn.cell, ("gru", "lstm"))
+        _choice(problems, "model.rnn.attention", m.rnn.attention, ("additive", "dot"))
 
 
 def _check_data(problems: list[str], d) -> None:

@@ -14,7 +14,8 @@ from torch import Tensor, nn
 
 from transformer.attention import MultiHeadAttention, padding_mask
 from transformer.cache import DecoderCache
-from transformer.config import ModelConfig
+from transformer.config import ModelConfig, RNNConfig
+from transformer.rnn import RNNModel
 from transformer.tokenizer import PAD_ID, Tokenizer
 
 
@@ -187,7 +188,19 @@ class Transformer(nn.Module):
         return self.decode(tgt_in, memory, src_mask)
 
 
-def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> Transformer:
-    """The Transformer that `cfg` (a ModelConfig or a mapping of its fields) describes, sized for `tokenizer`."""
-    config = cfg if isinstance(cfg, ModelConfig) else ModelConfig(**cfg)
-    return Transformer(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, config, joint_vocab=tokenizer.joint)
+def model_config(cfg) -> ModelConfig:
+    """A ModelConfig from itself or a mapping of its fields (a checkpoint's; old ones have no `family`/`rnn`)."""
+    if isinstance(cfg, ModelConfig):
+        return cfg
+    fields = dict(cfg)
+    fields["rnn"] = RNNConfig(**fields.get("rnn", {}))
+    return ModelConfig(**fields)
+
+
+def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> nn.Module:
+    """The model (Transformer or, for `family: rnn`, RNNModel) that `cfg` describes, sized for `tokenizer`."""
+    config = model_config(cfg)
+    family = RNNModel if config.family == "rnn" else Transformer
+    if config.family not in ("transformer", "rnn"):
+        raise ValueError(f"unknown model family {config.family!r}")
+    return family(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, config, joint_vocab=tokenizer.joint)

@@ -18,7 +18,12 @@ from transformer.tokenizer import BOS_ID, EOS_ID, Tokenizer  # noqa: E402
 
 @torch.inference_mode()
 def cross_attention(model: Transformer, src: Tensor, tgt_in: Tensor) -> Tensor:
-    """Teacher-forced cross-attention probabilities (layers, B, H, T, S) for `tgt_in` given `src`."""
+    """Teacher-forced cross-attention probabilities (layers, B, H, T, S) for `tgt_in` given `src`.
+
+    A model with its own `cross_attention(src, tgt_in)` (e.g. the RNN) gives them itself.
+    """
+    if hasattr(model, "cross_attention"):
+        return model.cross_attention(src, tgt_in)
     model.eval()
     captured: list[Tensor] = []
 
@@ -75,5 +80,5 @@ def attention_figure(
     matrix = attention_matrix(model, src_ids, tgt_ids, layer)
     src_tokens = [tokenizer.src.id_to_piece(i) for i in src_ids] + ["</s>"]
     tgt_tokens = [tokenizer.tgt.id_to_piece(i) for i in tgt_ids] + ["</s>"]
-    title = "all layers" if layer is None else f"decoder layer {layer % len(model.decoder) + 1}"
+    title = "all layers" if layer is None else f"decoder layer [{layer}]"
     return heatmap(matrix.cpu(), src_tokens, tgt_tokens, f"cross-attention, {title}, mean over heads")

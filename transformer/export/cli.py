@@ -54,8 +54,20 @@ def _writer(fmt: str, quantization: str):
         raise UserError(f"format={fmt} needs the {package} package ({err}): pip install -e '.[export]'") from err
 
 
+def check_exportable(model_cfg: DictConfig) -> None:
+    """Refuse a model that neither format can hold: an RNN, or attention other than scaled dot-product."""
+    family = model_cfg.get("family", "transformer")
+    if family != "transformer":
+        raise UserError(f"model.family={family}: CTranslate2 and MarianMT hold Transformers only")
+    uses = model_cfg.get("attention") or {"encoder": "dot", "decoder": "dot", "cross": "dot"}
+    other = [f"model.attention.{use}={uses[use]}" for use in ("encoder", "decoder", "cross") if uses.get(use) != "dot"]
+    if other:
+        raise UserError(f"{', '.join(other)}: the export formats have scaled dot-product attention only (dot)")
+
+
 def export(ckpt: Checkpoint, fmt: str, output: Path, quantization: str = "none", force: bool = False) -> None:
     """Write `ckpt` to `output` in format `fmt`, through a temporary folder renamed at the end."""
+    check_exportable(ckpt.config.model)
     write = _writer(fmt, quantization)
     output = output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,115 @@
+"""Bahdanau's RNN against the `small` Transformer on Multi30k fr->en: the same steps, and the same minutes.
+
+Trains each model through `transformer-train` (same data, batch, optimizer and schedule), then scores
+the last checkpoint on val and test_2016_flickr with greedy and beam search (the Translator of
+`transformer-evaluate`), and reports parameters, training tokens/s (median of the run's TensorBoard
+`train/tokens_per_s`), decoding sentences/s and BLEU, as a Markdown table and JSON, with the curves of
+all runs on one plot (by step and by minutes).
+
+    python scripts/compare_rnn.py --out runs/compare --steps 3000 --minutes 55           # the full comparison
+    python scripts/compare_rnn.py --out runs/compare-short --steps 200 --minutes 0 --eval-sentences 200
+    python scripts/compare_rnn.py --out runs/compare --rnn model.rnn.decoder_hidden=256  # another RNN size
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import sacrebleu
+import torch
+from omegaconf import OmegaConf
+from plot_curves import plot, read_scalars
+
+from transformer.checkpoint import load_checkpoint
+from transformer.config import DecodingConfig
+from transformer.corpus import fetch, read_parallel
+from transformer.translator import Translator
+
+BIN = Path(sys.executable).parent
+MODELS = {"transformer": ["model=small"], "rnn": ["model=rnn"]}
+SPLITS = ("val", "test_2016_flickr")
+STRATEGIES = {"greedy": {"strategy": "greedy"}, "beam": {"strategy": "beam", "beam_size": 5}}
+
+
+def train(run_dir: Path, overrides: list[str]) -> None:
+    """One `transformer-train` run into `run_dir`, resumed if it was interrupted; skipped if it finished."""
+    if (run_dir / "checkpoints" / "last.safetensors").exists() and (run_dir / "finished").exists():
+        return
+    resume = ["trainer.resume=true"] if (run_dir / "checkpoints" / "last.safetensors").exists() else []
+    cmd = [str(BIN / "transformer-train"), *overrides, *resume, f"hydra.run.dir={run_dir}", "trainer.progress=false"]
+    print(" ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    (run_dir / "finished").touch()
+
+
+def score(run_dir: Path, eval_sentences: int, batch_size: int) -> dict:
+    """Parameters, training tokens/s, and per split and search: BLEU and decoding sentences/s."""
+    ckpt = load_checkpoint(str(run_dir / "checkpoints" / "last.safetensors"))
+    params = sum(p.numel() for p in {id(p): p for p in ckpt.model.parameters()}.values())
+    speeds = [s.value for s in read_scalars(run_dir).get("train/tokens_per_s", [])]
+    result = {"step": int(ckpt.meta["step"]), "parameters": params, "train_tokens_per_s": statistics.median(speeds)}
+    files = fetch(ckpt.config.data, list(SPLITS))
+    for split in SPLITS:
+        pairs = list(read_parallel(files[split]))[: eval_sentences or None]
+        sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+        for name, settings in STRATEGIES.items():
+            decoding = OmegaConf.structured(DecodingConfig(batch_size=batch_size, **settings))
+            translator = Translator(ckpt.model, ckpt.tokenizer, decoding)
+            start = time.perf_counter()
+            hyps = translator.translate(sources)
+            seconds = time.perf_counter() - start
+            result[f"{split}/{name}/bleu"] = round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
+            result[f"{split}/{name}/sentences_per_s"] = round(len(sources) / seconds, 1)
+    return result
+
+
+def table(results: dict[str, dict]) -> str:
+    """The results as a Markdown table, one row per run."""
+    columns = ["step", "parameters", "train_tokens_per_s"] + [
+        f"{split}/{name}/{what}" for split in SPLITS for name in STRATEGIES for what in ("bleu", "sentences_per_s")
+    ]
+    lines = ["| run | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for run, row in results.items():
+        cells = [f"{row[c]:,.0f}" if c in ("parameters", "train_tokens_per_s") else str(row[c]) for c in columns]
+        lines.append(f"| {run} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="folder for the runs, results.md/json and plots")
+    parser.add_argument("--steps", type=int, default=3000, help="same-steps budget (0: skip)")
+    parser.add_argument("--minutes", type=float, default=55.0, help="same-minutes budget (0: skip)")
+    parser.add_argument("--rnn", nargs="*", default=[], help="extra overrides for the RNN, e.g. its sizes")
+    parser.add_argument("--common", nargs="*", default=[], help="overrides for both, e.g. trainer.num_threads=2")
+    parser.add_argument("--eval-sentences", type=int, default=0, help="score the first N sentences (0: all)")
+    parser.add_argument("--batch-size", type=int, default=64, help="decoding batch size (sentences)")
+    args = parser.parse_args()
+    budgets = {}
+    if args.steps:
+        budgets[f"{args.steps}steps"] = [f"trainer.max_steps={args.steps}"]
+    if args.minutes:
+        budgets[f"{args.minutes:g}min"] = [f"trainer.max_minutes={args.minutes}", "trainer.max_steps=1000000"]
+    results = {}
+    for budget, limit in budgets.items():
+        for family, model in MODELS.items():
+            run_dir = args.out / f"{family}-{budget}"
+            extra = args.rnn if family == "rnn" else []
+            train(run_dir, ["data=multi30k", *model, *extra, *args.common, *limit])
+            results[run_dir.name] = score(run_dir, args.eval_sentences, args.batch_size)
+            print(json.dumps({run_dir.name: results[run_dir.name]}), flush=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (args.out / "results.md").write_text(table(results) + "\n")
+    print(table(results))
+    runs = [args.out / name for name in results]
+    for x_axis in ("step", "minutes"):
+        plot(runs, args.out / f"curves_{x_axis}.png", x_axis)
+
+
+if __name__ == "__main__":
+    torch.set_grad_enabled(False)
+    main()
