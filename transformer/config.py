@@ -72,7 +72,7 @@ class AttentionConfig:
 
     encoder: str = "dot"  # encoder self-attention: dot | additive | local | strided | lsh | linformer
     decoder: str = "dot"  # causal decoder self-attention: dot | additive | local | strided
-    cross: str = "dot"  # encoder-decoder attention: dot | additive | local | strided | linformer
+    cross: str = "dot"  # encoder-decoder attention: dot | additive | linformer
     window: int = 16  # local, strided: keys within this distance (decoder: the previous `window`, itself included)
     stride: int = 8  # strided: every stride-th position is a summary key
     bucket_size: int = 32  # lsh: chunk length of the sorted buckets

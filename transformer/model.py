@@ -233,5 +233,6 @@ def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> Transformer:
         config = cfg
     else:  # a mapping, e.g. a checkpoint's YAML; those written before attention variants have no `attention`
         fields = dict(cfg)
-        config = ModelConfig(**fields, attention=AttentionConfig(**fields.pop("attention", {})))
+        attention = AttentionConfig(**fields.pop("attention", {}))
+        config = ModelConfig(**fields, attention=attention)
     return Transformer(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, config, joint_vocab=tokenizer.joint)

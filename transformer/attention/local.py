@@ -2,9 +2,10 @@
 
 Query i sees keys j with |i − j| < w (decoder: i − w < j ≤ i, the previous w, itself
 included): softmax over the window of QKᵀ/√d, times V. Keys are unfolded into one
-window per query, so time and memory are O(T·w·d), not O(T²). All three uses; for
-cross-attention the band runs along source positions (only sensible for monotone
-pairs; prefer `dot`). In cached decoding a step attends to the last w positions only.
+window per query, so time and memory are O(T·w·d), not O(T²). Self-attention only
+(encoder and decoder): a band across source and target positions has no meaning when
+a decoding step's position is not the source's. In cached decoding a step attends to
+the last w positions only.
 """
 
 import torch
@@ -19,12 +20,14 @@ from transformer.attention.masks import combine
 class LocalAttention(Attention):
     """Sliding-window attention of width `knobs.window`."""
 
+    uses = ("encoder", "decoder")
+
     def pattern(self, queries: int, keys: int, is_causal: bool, device: torch.device) -> Tensor:
         return band_pattern(queries, keys, self.knobs.window, is_causal, device)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         t, s, w = q.size(2), k.size(2), self.knobs.window
-        if t != s:  # cached decoding or cross-attention: the keys in reach of these queries only
+        if t != s:  # cached decoding: the keys in reach of these new positions only
             first = max(0, s - t - w + 1) if is_causal else 0
             k, v = k[:, :, first:], v[:, :, first:]
             mask = None if mask is None else mask[..., first:]

@@ -72,7 +72,10 @@ class LSHAttention(Attention):
 
         sq, sk, sv = sort(q), with_previous(sort(k)), with_previous(sort(v))
         spos = order.view(bsz, h, rounds, n, c)
-        kpos, kvalid = with_previous(spos), with_previous(valid.expand(bsz, h, rounds, -1).gather(3, order).view_as(spos))
+        kpos, kvalid = (
+            with_previous(spos),
+            with_previous(valid.expand(bsz, h, rounds, -1).gather(3, order).view_as(spos)),
+        )
         scores = sq @ sk.transpose(-2, -1) / math.sqrt(dh)  # (B, H, R, n, c, 2c)
         scores = scores.masked_fill(spos[..., :, None] == kpos[..., None, :], SELF)
         scores = scores.masked_fill(~kvalid[..., None, :], NEG)

@@ -2,8 +2,8 @@
 
 Query i sees keys j with |i − j| < w (the band) or j ≡ s − 1 (mod s) (every s-th
 position, which gathers its block); causal: j ≤ i. One softmax over both sets.
-Time and memory O(T·(w + T/s)), i.e. O(T·√T) with w, s ≈ √T. All three uses;
-cached in decoding (a step scores the whole prefix under the pattern).
+Time and memory O(T·(w + T/s)), i.e. O(T·√T) with w, s ≈ √T. Self-attention only
+(encoder and decoder); cached in decoding (a step scores the whole prefix under the pattern).
 """
 
 import math
@@ -20,15 +20,18 @@ from transformer.attention.masks import combine
 class StridedAttention(Attention):
     """Band of width `knobs.window` plus every `knobs.stride`-th key."""
 
+    uses = ("encoder", "decoder")
+
     def pattern(self, queries: int, keys: int, is_causal: bool, device: torch.device) -> Tensor:
         s = self.knobs.stride
+        i = torch.arange(keys - queries, keys, device=device)[:, None]
         j = torch.arange(keys, device=device)[None, :]
-        summary = (j % s == s - 1) & (j <= torch.arange(keys - queries, keys, device=device)[:, None] if is_causal else True)
+        summary = (j % s == s - 1) & (j <= i) if is_causal else j % s == s - 1
         return band_pattern(queries, keys, self.knobs.window, is_causal, device) | summary
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         t, s = q.size(2), k.size(2)
-        if t != s:  # cached decoding or cross-attention: the pattern as a mask
+        if t != s:  # cached decoding: the pattern as a mask
             pattern = combine(mask, self.pattern(t, s, is_causal, q.device))
             return F.scaled_dot_product_attention(q, k, v, attn_mask=pattern)
         w, stride = self.knobs.window, self.knobs.stride
