@@ -1,5 +1,9 @@
 """Attention variants: exact where they should be, causal where used causally, cached = uncached, config errors."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -7,6 +11,7 @@ from omegaconf import OmegaConf
 import transformer.attention.additive as additive
 from tests.conftest import tiny_model
 from transformer.attention import VARIANTS, Knobs, build_attention, padding_mask, usable
+from transformer.checkpoint import load_checkpoint
 from transformer.config import AttentionConfig, ModelConfig, check_config
 from transformer.decoding import beam_search_hypotheses, greedy_decode
 from transformer.errors import UserError
@@ -56,10 +61,13 @@ def test_narrow_patterns_differ_from_dot(name):
 def test_band_and_strided_direct_paths_equal_their_masked_form():
     for name in ("local", "strided"):
         _, attn = pair(name, window=3, stride=4)
-        x = torch.randn(2, 13, 32)
-        q, k, v = attn.project_qkv(x)
-        for causal in (False, True):
-            dense = attn.weights(q, k, None, causal) @ v
+        for x, causal in (
+            (torch.randn(2, 13, 32), False),
+            (torch.randn(2, 13, 32), True),
+            (torch.randn(2, 2, 32), True),
+        ):
+            q, k, v = attn.project_qkv(x)
+            dense = attn.weights(q, k, None, causal) @ v  # shorter than the stride too
             torch.testing.assert_close(attn.attend(q, k, v, None, causal), dense, atol=1e-5, rtol=1e-5)
 
 
@@ -163,3 +171,72 @@ def test_config_errors(attention, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(")) as err:
         check_config(cfg)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_variants_train_evaluate_translate_through_the_console_scripts(corpus, tmp_path):
+    from tests.test_cli import run
+
+    (train_src, train_tgt), (val_src, val_tgt), (test_src, test_tgt) = corpus["train"], corpus["val"], corpus["test"]
+    data = ["data=files", f"data.train.src={train_src}", f"data.train.tgt={train_tgt}", f"data.val.src={val_src}"]
+    data += [f"data.val.tgt={val_tgt}", f"data.prepared_dir={tmp_path / 'prepared'}", "data.tokenizer.vocab_size=60"]
+    choices = {  # every variant in every use it can serve, over three runs
+        "a": ["model.attention.encoder=local", "model.attention.decoder=additive", "model.attention.cross=linformer"],
+        "b": ["model.attention.encoder=lsh", "model.attention.decoder=strided", "model.attention.cross=additive"],
+        "c": ["model.attention.encoder=linformer", "model.attention.decoder=local", "model.attention.window=4"],
+    }
+    for name, overrides in choices.items():
+        run_dir = tmp_path / name
+        train = ["model=tiny", "trainer.max_steps=3", "trainer.val_every=3", "trainer.batch_tokens=512"]
+        run(
+            "transformer-train",
+            *data,
+            *train,
+            "trainer.progress=false",
+            *overrides,
+            f"hydra.run.dir={run_dir}",
+            cwd=tmp_path,
+        )
+        saved = load_checkpoint(str(run_dir)).config.model.attention
+        for override in overrides:
+            key, value = override.removeprefix("model.attention.").split("=")
+            assert str(saved[key]) == value
+        evaluate = run(
+            "transformer-evaluate",
+            f"checkpoint={run_dir}",
+            f"src_file={test_src}",
+            f"ref_file={test_tgt}",
+            "decoding=beam",
+            cwd=tmp_path,
+        )
+        assert "BLEU = " in evaluate.stdout
+        plots = tmp_path / f"plots_{name}"
+        translate = run(
+            "transformer-translate",
+            f"checkpoint={run_dir}",
+            "+sentences=[un chat noir]",
+            f"plot_attention={plots}",
+            cwd=tmp_path,
+        )
+        assert translate.stdout.strip() and list(plots.glob("*.png"))
+
+
+@pytest.mark.slow
+def test_unusable_choice_stops_training_at_start(corpus, tmp_path):
+    (train_src, train_tgt), (val_src, val_tgt) = corpus["train"], corpus["val"]
+    data = ["data=files", f"data.train.src={train_src}", f"data.train.tgt={train_tgt}", f"data.val.src={val_src}"]
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "transformer-train"),
+            *data,
+            f"data.val.tgt={val_tgt}",
+            "model.attention.decoder=linformer",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "model.attention.decoder=linformer cannot serve decoder attention; valid:" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -37,7 +37,7 @@ class StridedAttention(Attention):
         w, stride = self.knobs.window, self.knobs.stride
         local, before = band_scores(q, k, mask, w, is_causal)
         ks, vs = k[:, :, stride - 1 :: stride], v[:, :, stride - 1 :: stride]  # (B, H, S/s, Dh) summary keys
-        j = torch.arange(stride - 1, s, stride, device=q.device)[None, :]
+        j = torch.arange(s, device=q.device)[None, stride - 1 :: stride]  # empty when s < stride
         i = torch.arange(t, device=q.device)[:, None]
         keep = ((i - j).abs() >= w) & ((j <= i) if is_causal else True)  # (T, S/s): not already in the band
         if mask is not None:
