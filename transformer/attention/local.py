@@ -1,8 +1,8 @@
 """`local`: band (sliding-window) attention (Beltagy et al. 2020; Child et al. 2019's local part).
 
 Query i sees keys j with |i − j| < w (decoder: i − w < j ≤ i, the previous w, itself
-included): softmax over the window of QKᵀ/√d, times V. Keys are unfolded into one
-window per query, so time and memory are O(T·w·d), not O(T²). Self-attention only
+included): softmax over the window of QKᵀ/√d, times V. Keys are tiled per
+block of w queries (band.py), so time and memory are O(T·w), not O(T²). Self-attention only
 (encoder and decoder): a band across source and target positions has no meaning when
 a decoding step's position is not the source's. In cached decoding a step attends to
 the last w positions only.
@@ -33,6 +33,5 @@ class LocalAttention(Attention):
             mask = None if mask is None else mask[..., first:]
             band = combine(mask, band_pattern(t, k.size(2), w, is_causal, q.device))
             return F.scaled_dot_product_attention(q, k, v, attn_mask=band)
-        scores, before = band_scores(q, k, mask, w, is_causal)
-        p = F.dropout(torch.softmax(scores, dim=-1), self.dropout, self.training)
-        return band_output(p, v, before, is_causal)
+        p = F.dropout(torch.softmax(band_scores(q, k, mask, w, is_causal), dim=-1), self.dropout, self.training)
+        return band_output(p, v, w, is_causal)

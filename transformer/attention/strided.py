@@ -35,7 +35,7 @@ class StridedAttention(Attention):
             pattern = combine(mask, self.pattern(t, s, is_causal, q.device))
             return F.scaled_dot_product_attention(q, k, v, attn_mask=pattern)
         w, stride = self.knobs.window, self.knobs.stride
-        local, before = band_scores(q, k, mask, w, is_causal)
+        local = band_scores(q, k, mask, w, is_causal)  # (B, H, n, w, K)
         ks, vs = k[:, :, stride - 1 :: stride], v[:, :, stride - 1 :: stride]  # (B, H, S/s, Dh) summary keys
         j = torch.arange(s, device=q.device)[None, stride - 1 :: stride]  # empty when s < stride
         i = torch.arange(t, device=q.device)[:, None]
@@ -43,6 +43,8 @@ class StridedAttention(Attention):
         if mask is not None:
             keep = keep & mask[..., stride - 1 :: stride]
         far = (q @ ks.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(~keep, NEG)
+        b, h, n = local.shape[:3]
+        far = F.pad(far, (0, 0, 0, n * w - t)).view(b, h, n, w, -1)  # into the band's blocks
         p = F.dropout(torch.softmax(torch.cat([local, far], dim=-1), dim=-1), self.dropout, self.training)
         near_p, far_p = p.split([local.size(-1), far.size(-1)], dim=-1)
-        return band_output(near_p, v, before, is_causal) + far_p @ vs
+        return band_output(near_p, v, w, is_causal) + (far_p.reshape(b, h, n * w, -1) @ vs)[:, :, :t]
