@@ -240,3 +240,16 @@ def test_unusable_choice_stops_training_at_start(corpus, tmp_path):
     assert result.returncode != 0
     assert "model.attention.decoder=linformer cannot serve decoder attention; valid:" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("attention", [dict(encoder="lsh", decoder="local", cross="linformer"), dict(cross="additive")])
+def test_inference_copy_packs_any_variant(attention):
+    from transformer.fast_inference import PackedLinear, inference_copy
+
+    model, src = model_with(**attention), src_batch()
+    fast = inference_copy(model)
+    with torch.inference_mode():
+        torch.testing.assert_close(fast(src, src[:, :6]), model(src, src[:, :6]), atol=1e-4, rtol=1e-4)
+    if fast is not model:  # x86-64 with oneDNN: the variants' linear maps are packed, their own code kept
+        assert isinstance(fast.decoder[0].cross_attn.q_proj, PackedLinear)
+        assert type(fast.decoder[0].cross_attn) is type(model.decoder[0].cross_attn)
