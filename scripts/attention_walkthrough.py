@@ -27,7 +27,7 @@ from transformer.checkpoint import load_checkpoint
 from transformer.decoding import greedy_decode
 from transformer.fast_inference import inference_copy
 from transformer.model import Transformer
-from transformer.plotting import attention_figure, cross_attention, save_figure
+from transformer.plotting import attention_figure, save_figure
 from transformer.tokenizer import BOS_ID, EOS_ID
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -145,7 +145,7 @@ def masks() -> dict:
     diff = (model(src, changed) - logits).abs().amax(dim=(0, 2))  # (T,): largest change per position
     memory, _ = model.encode(src)
     alone, _ = model.encode(src[1:, :3])  # the padded sentence without its pads
-    weights = cross_attention(model, src, tgt_in)  # (layers, B, H, T, S)
+    weights = model.cross_attention(src, tgt_in)  # (layers, B, H, T, S)
     return {
         "src": src.tolist(),
         "tgt_in": tgt_in.tolist(),
@@ -272,7 +272,7 @@ def translations(model: Transformer, tokenizer, sentences=SENTENCES, figures: Pa
         ids = {c: greedy_decode(model, src, BOS_ID, EOS_ID, limit, use_cache=c)[0] for c in (True, False)}
         tgt_ids = [i for i in ids[True].tolist() if i not in (EOS_ID, model.pad_id)]
         tgt_in = torch.tensor([[BOS_ID] + tgt_ids])
-        weights = cross_attention(model, src, tgt_in)[:, 0].mean(dim=(0, 1))  # (T, S): mean over layers and heads
+        weights = model.cross_attention(src, tgt_in)[:, 0].mean(dim=(0, 1))  # (T, S): mean over layers and heads
         src_pieces = [tokenizer.src.id_to_piece(i) for i in src_ids] + ["</s>"]
         tgt_pieces = [tokenizer.tgt.id_to_piece(i) for i in tgt_ids] + ["</s>"]
         peak, where = weights.max(dim=-1)

@@ -1,14 +1,14 @@
 import torch
 
 from tests.conftest import tiny_model
-from transformer.plotting import cross_attention, heatmap, save_figure
+from transformer.plotting import heatmap, save_figure
 
 
 def test_cross_attention_is_a_distribution_over_real_source_tokens():
     model = tiny_model()
     src = torch.tensor([[5, 6, 7, 2, 0, 0], [5, 6, 7, 8, 9, 2]])
     tgt_in = torch.tensor([[1, 4, 5], [1, 6, 7]])
-    weights = cross_attention(model, src, tgt_in)  # (layers, B, H, T, S)
+    weights = model.cross_attention(src, tgt_in)  # (layers, B, H, T, S)
     assert weights.shape == (2, 2, 4, 3, 6)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, 4, 3))
     assert torch.all(weights[:, 0, :, :, 4:] == 0)

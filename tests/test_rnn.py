@@ -11,7 +11,6 @@ from transformer.decoding import beam_search, beam_search_hypotheses, greedy_dec
 from transformer.errors import UserError
 from transformer.fast_inference import inference_copy
 from transformer.model import build_model, model_config
-from transformer.plotting import cross_attention
 from transformer.rnn import RNNModel
 
 VARIANTS = {
@@ -92,7 +91,7 @@ def test_padding_does_not_change_the_encoder_states(cell):
 def test_attention_weights_cover_the_real_source_tokens_only():
     model, src = tiny_rnn(seed=1), batch_src()
     tgt_in = torch.cat([torch.full((4, 1), BOS), torch.randint(3, 40, (4, 5))], dim=1)
-    weights = cross_attention(model, src, tgt_in)
+    weights = model.cross_attention(src, tgt_in)
     assert weights.shape == (1, 4, 1, 6, src.size(1))
     torch.testing.assert_close(weights.sum(-1), torch.ones(1, 4, 1, 6))
     assert not weights[0, :, 0].masked_select((src == PAD)[:, None, :].expand(-1, 6, -1)).any()

@@ -126,4 +126,3 @@ def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint
         raise UserError(f"{file}: its weights do not match its model config; the file is damaged or was edited")
     model.load_state_dict(weights, strict=False)
     return Checkpoint(model.to(device).eval(), tokenizer, config, metadata, file, state)
-

@@ -63,6 +63,23 @@ class DataConfig:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
 
 
+ATTENTION_USES = ("encoder", "decoder", "cross")  # where model.attention.{use}=NAME applies
+
+
+@dataclass
+class AttentionConfig:
+    """Which attention variant each use gets (transformer/attention/) and the variants' knobs."""
+
+    encoder: str = "dot"  # encoder self-attention: dot | additive | local | strided | lsh | linformer
+    decoder: str = "dot"  # causal decoder self-attention: dot | additive | local | strided
+    cross: str = "dot"  # encoder-decoder attention: dot | additive | linformer
+    window: int = 16  # local, strided: keys within this distance (decoder: the previous `window`, itself included)
+    stride: int = 8  # strided: every stride-th position is a summary key
+    bucket_size: int = 32  # lsh: chunk length of the sorted buckets
+    n_hashes: int = 2  # lsh: hashing rounds
+    rank: int = 64  # linformer: rows the keys/values are projected to (along the sequence; up to max_positions)
+
+
 @dataclass
 class RNNConfig:
     """Bahdanau et al. (2014)'s RNN encoder-decoder (`model.family=rnn`, see transformer/rnn.py).
@@ -98,6 +115,7 @@ class ModelConfig:
     max_positions: int = 1024  # longest sequence the sinusoidal table covers
     tie_embeddings: bool = True  # tie target embedding and output projection (and source if joint)
     rnn: RNNConfig = field(default_factory=RNNConfig)
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
 
 
 @dataclass
@@ -303,6 +321,22 @@ def _check_model(problems: list[str], m) -> None:
         _at_least(problems, "model.rnn.decoder_layers", m.rnn.decoder_layers, 1)
         _choice(problems, "model.rnn.cell", m.rnn.cell, ("gru", "lstm"))
         _choice(problems, "model.rnn.attention", m.rnn.attention, ("additive", "dot"))
+    if "attention" in m:
+        _check_attention(problems, m.attention)
+
+
+def _check_attention(problems: list[str], a) -> None:
+    from transformer.attention import VARIANTS, usable  # torch is imported only when a model is checked
+
+    for use in ATTENTION_USES:
+        name = a[use]
+        if name not in VARIANTS:
+            problems.append(f"model.attention.{use}={name!r} is not one of {', '.join(VARIANTS)}")
+        elif not usable(name, use):
+            valid = ", ".join(n for n in VARIANTS if usable(n, use))
+            problems.append(f"model.attention.{use}={name} cannot serve {use} attention; valid: {valid}")
+    for key in ("window", "stride", "bucket_size", "n_hashes", "rank"):
+        _at_least(problems, f"model.attention.{key}", a[key], 1)
 
 
 def _check_data(problems: list[str], d) -> None:

@@ -4,8 +4,8 @@ On CPU, `F.linear` calls MKL's sgemm; on the AMD CPU we measured, oneDNN with th
 weight reordered once into its blocked layout does the same fp32 products 1.3-3.3×
 faster for the 32-160-row matrices of step-by-step decoding
 (`scripts/benchmark_decoding.py --products`). `inference_copy(model)` shares the
-model's parameters but swaps every `nn.Linear` for a `PackedLinear` (and fuses each
-self-attention's q/k/v into one product); each weight is packed at its first use in
+model's parameters but swaps every `nn.Linear` for a `PackedLinear` (and, for `dot`
+attention, fuses q/k/v into one product); each weight is packed at its first use in
 that copy. Every search makes its own copy, so weights changed between two searches
 (e.g. by fused Adam, in place) are used by the next one and two threads never share
 a packed weight. The model itself is never modified.
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.attention import MultiHeadAttention
+from transformer.attention.dot import DotAttention
 
 X86_64 = platform.machine().lower() in ("x86_64", "amd64")
 
@@ -72,22 +72,23 @@ class PackedLinear(nn.Module):
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
-class PackedAttention(MultiHeadAttention):
-    """A `MultiHeadAttention` whose projections are packed, with q/k/v (and cross-attention's k/v) fused."""
+class PackedAttention(DotAttention):
+    """A `DotAttention` whose projections are packed, with q/k/v (and cross-attention's k/v) fused."""
 
-    def __init__(self, attention: MultiHeadAttention):
+    def __init__(self, attention: DotAttention):
         nn.Module.__init__(self)
         self.n_heads, self.d_model, self.dropout = attention.n_heads, attention.d_model, attention.dropout
+        self.knobs = attention.knobs
         self.training = attention.training
         q, k, v = attention.q_proj, attention.k_proj, attention.v_proj
         self.q_proj, self.out_proj = PackedLinear.of(q), PackedLinear.of(attention.out_proj)
         self.qkv_proj, self.kv_proj = PackedLinear.of(q, k, v), PackedLinear.of(k, v)
 
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def project_qkv(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
         return self.split_heads(q), self.split_heads(k), self.split_heads(v)
 
-    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    def project_kv(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         k, v = self.kv_proj(x).chunk(2, dim=-1)
         return self.split_heads(k), self.split_heads(v)
 
@@ -96,8 +97,8 @@ def _swapped(module: nn.Module) -> nn.Module:
     """A shallow copy of `module` sharing its parameters, with its linear maps (recursively) packed."""
     if isinstance(module, nn.Linear):
         return PackedLinear.of(module)
-    if isinstance(module, MultiHeadAttention):
-        return PackedAttention(module)
+    if type(module) is DotAttention:  # fused q/k/v only where the projections are known; other variants
+        return PackedAttention(module)  # keep their own code with their nn.Linear maps packed one by one
     clone = copy.copy(module)
     clone._modules = {name: None if child is None else _swapped(child) for name, child in module._modules.items()}
     return clone

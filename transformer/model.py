@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.attention import MultiHeadAttention, padding_mask
+from transformer.attention import Attention, Knobs, build_attention, padding_mask
 from transformer.cache import DecoderCache
-from transformer.config import ModelConfig, RNNConfig
+from transformer.config import AttentionConfig, ModelConfig, RNNConfig
 from transformer.rnn import RNNModel
 from transformer.tokenizer import PAD_ID, Tokenizer
 
@@ -57,24 +57,33 @@ class Sublayer(nn.Module):
         return self.norm(x + self.dropout(fn(x)))
 
 
+def attention(cfg: ModelConfig, use: str) -> Attention:
+    """The attention module `cfg.attention` chooses for `use` (encoder | decoder | cross)."""
+    a = cfg.attention
+    knobs = Knobs(a.window, a.stride, a.bucket_size, a.n_hashes, a.rank, cfg.max_positions)
+    return build_attention(getattr(a, use), cfg.d_model, cfg.n_heads, cfg.attention_dropout, knobs)
+
+
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.self_attn = attention(cfg, "encoder")
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
         self.attn_block = Sublayer(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
-    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
-        x = self.attn_block(x, lambda h: self.self_attn(*self.self_attn.project_qkv(h), mask=src_mask))
+    def forward(self, x: Tensor, src_mask: Tensor, record: list[Tensor] | None = None) -> Tensor:
+        """x (B, S, D) attends to itself; `record` receives the attention weights (B, H, S, S)."""
+        attn = self.self_attn
+        x = self.attn_block(x, lambda h: attn(*attn.project_qkv(h, src_mask), mask=src_mask, record=record))
         return self.ff_block(x, self.ff)
 
 
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.self_attn = attention(cfg, "decoder")
+        self.cross_attn = attention(cfg, "cross")
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
         self.self_block = Sublayer(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.cross_block = Sublayer(cfg.d_model, cfg.dropout, cfg.pre_norm)
@@ -87,18 +96,23 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor,
         cache: DecoderCache | None = None,
         index: int = 0,
+        record: list[Tensor] | None = None,
     ) -> Tensor:
-        """x (N, T, D) attends causally to itself (or to its cached prefix) and to the source."""
+        """x (N, T, D) attends causally to itself (or to its cached prefix) and to the source.
+
+        `record` receives the cross-attention weights (N, H, T, S)."""
 
         def self_attention(h: Tensor) -> Tensor:
             q, k, v = self.self_attn.project_qkv(h)
-            if cache is None:
-                return self.self_attn(q, k, v, is_causal=True)
-            k, v = cache.extend(index, k, v)  # the prefix so far; no future exists yet
-            return self.self_attn(q, k, v)
+            if cache is not None:
+                k, v = cache.extend(index, k, v)  # the prefix so far: the new positions are its last ones
+            return self.self_attn(q, k, v, is_causal=True)
+
+        def cross_attention(h: Tensor) -> Tensor:
+            return self.cross_attn(self.cross_attn.project_q(h), *cross_kv, mask=src_mask, record=record)
 
         x = self.self_block(x, self_attention)
-        x = self.cross_block(x, lambda h: self.cross_attn(self.cross_attn.project_q(h), *cross_kv, mask=src_mask))
+        x = self.cross_block(x, cross_attention)
         return self.ff_block(x, self.ff)
 
 
@@ -154,30 +168,40 @@ class Transformer(nn.Module):
         x = embedding(tokens) * math.sqrt(self.d_model)
         return self.dropout(x + self.positions[offset : offset + tokens.size(1)])
 
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """Source ids (B, S) -> memory (B, S, D) and its key-padding mask (B, 1, 1, S)."""
+    def encode(self, src: Tensor, record: list[Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        """Source ids (B, S) -> memory (B, S, D), zero at padding, and its key-padding mask (B, 1, 1, S).
+
+        `record` receives each layer's self-attention weights (B, H, S, S)."""
         src_mask = padding_mask(src, self.pad_id)
         x = self.embed(self.src_embed, src)
         for layer in self.encoder:
-            x = layer(x, src_mask)
-        return self.encoder_norm(x), src_mask
+            x = layer(x, src_mask, record)
+        return self.encoder_norm(x) * src_mask.view(src.size(0), -1, 1), src_mask
 
     def init_cache(self, memory: Tensor, group: int, max_len: int) -> DecoderCache:
         """A cache for decoding `group` hypotheses per source sentence, up to `max_len` steps."""
         cross_kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
         return DecoderCache(cross_kv, group, max_len)
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
+    def decode(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        cache: DecoderCache | None = None,
+        record: list[Tensor] | None = None,
+    ) -> Tensor:
         """Target prefix ids (B·G, T) -> next-token logits (B·G, T, V).
 
         Without a cache `tgt_in` is the whole prefix; with one it holds only the
-        new positions and the earlier ones come from the cache.
+        new positions and the earlier ones come from the cache. `record` receives
+        each layer's cross-attention weights.
         """
         offset = cache.length if cache is not None else 0
         x = self.embed(self.tgt_embed, tgt_in, offset)
         for i, layer in enumerate(self.decoder):
             cross_kv = cache.cross_kv[i] if cache is not None else layer.cross_attn.project_kv(memory)
-            x = layer(x, cross_kv, src_mask, cache, i)
+            x = layer(x, cross_kv, src_mask, cache, i, record)
         if cache is not None:
             cache.advance(tgt_in.size(1))
         return self.output(self.decoder_norm(x))
@@ -187,20 +211,37 @@ class Transformer(nn.Module):
         memory, src_mask = self.encode(src)
         return self.decode(tgt_in, memory, src_mask)
 
+    @torch.inference_mode()
+    def cross_attention(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced cross-attention probabilities (layers, B, H, T, S) for `tgt_in` given `src`."""
+        self.eval()
+        weights: list[Tensor] = []
+        self.decode(tgt_in, *self.encode(src), record=weights)
+        return torch.stack(weights)
+
+    @torch.inference_mode()
+    def self_attention(self, src: Tensor) -> Tensor:
+        """Encoder self-attention probabilities (layers, B, H, S, S) of `src`."""
+        self.eval()
+        weights: list[Tensor] = []
+        self.encode(src, record=weights)
+        return torch.stack(weights)
+
 
 def model_config(cfg) -> ModelConfig:
-    """A ModelConfig from itself or a mapping of its fields (a checkpoint's; old ones have no `family`/`rnn`)."""
+    """A ModelConfig from itself or a mapping of its fields (a checkpoint's; old ones may lack its nested parts)."""
     if isinstance(cfg, ModelConfig):
         return cfg
     fields = dict(cfg)
     fields["rnn"] = RNNConfig(**fields.get("rnn", {}))
+    fields["attention"] = AttentionConfig(**fields.get("attention", {}))
     return ModelConfig(**fields)
 
 
 def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> nn.Module:
     """The model (Transformer or, for `family: rnn`, RNNModel) that `cfg` describes, sized for `tokenizer`."""
     config = model_config(cfg)
-    family = RNNModel if config.family == "rnn" else Transformer
     if config.family not in ("transformer", "rnn"):
         raise ValueError(f"unknown model family {config.family!r}")
+    family = RNNModel if config.family == "rnn" else Transformer
     return family(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, config, joint_vocab=tokenizer.joint)

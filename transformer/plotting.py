@@ -10,34 +10,9 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from transformer.attention import attention_weights  # noqa: E402
 from transformer.files import atomic_write  # noqa: E402
 from transformer.model import Transformer  # noqa: E402
 from transformer.tokenizer import BOS_ID, EOS_ID, Tokenizer  # noqa: E402
-
-
-@torch.inference_mode()
-def cross_attention(model: Transformer, src: Tensor, tgt_in: Tensor) -> Tensor:
-    """Teacher-forced cross-attention probabilities (layers, B, H, T, S) for `tgt_in` given `src`.
-
-    A model with its own `cross_attention(src, tgt_in)` (e.g. the RNN) gives them itself.
-    """
-    if hasattr(model, "cross_attention"):
-        return model.cross_attention(src, tgt_in)
-    model.eval()
-    captured: list[Tensor] = []
-
-    def record(module, args, kwargs, output):
-        q, k = args[0], args[1]
-        captured.append(attention_weights(q, k, kwargs.get("mask")))
-
-    hooks = [layer.cross_attn.register_forward_hook(record, with_kwargs=True) for layer in model.decoder]
-    try:
-        model(src, tgt_in)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return torch.stack(captured)
 
 
 def heatmap(weights: Tensor, src_tokens: list[str], tgt_tokens: list[str], title: str = "") -> Figure:
@@ -69,7 +44,7 @@ def attention_matrix(model: Transformer, src_ids: list[int], tgt_ids: list[int],
     device = next(model.parameters()).device
     src = torch.tensor([src_ids + [EOS_ID]], device=device)
     tgt_in = torch.tensor([[BOS_ID] + tgt_ids], device=device)
-    weights = cross_attention(model, src, tgt_in)[:, 0].mean(dim=1)  # (layers, T, S): mean over heads
+    weights = model.cross_attention(src, tgt_in)[:, 0].mean(dim=1)  # (layers, T, S): mean over heads
     return weights.mean(dim=0) if layer is None else weights[layer]
 
 

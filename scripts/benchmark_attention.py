@@ -1,0 +1,145 @@
+"""Speed and memory of each attention variant: one layer, forward + backward, and one decoding step.
+
+One attention module (d_model 256, 4 heads, batch 4, CPU, the machine's threads) per
+variant; each measurement runs in a forked child so its peak resident memory can be read
+(ru_maxrss minus the child's size at fork) and an allocation past `--mem-gib` fails
+there ("did not fit": `ms` null) without touching the others.
+
+    python scripts/benchmark_attention.py --quick            # a subset, under two minutes
+    python scripts/benchmark_attention.py --json --plot docs/attention_speed.png
+"""
+
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import time
+
+import torch
+
+from transformer.attention import VARIANTS, Knobs, build_attention, usable
+
+D_MODEL, HEADS, BATCH = 256, 4, 4
+
+
+def knobs_for(length: int) -> Knobs:
+    """The knobs at sequence length `length`: w = 64, k = 64, buckets of 64, strided s = w ≈ √T (at least 16)."""
+    side = max(16, round(math.sqrt(length)))
+    return Knobs(window=64, stride=side, bucket_size=64, n_hashes=2, rank=64, max_length=max(length, 1024))
+
+
+def train_step(name: str, length: int, reps: int) -> float:
+    """Median ms of forward + backward of one encoder self-attention layer at length `length`."""
+    attn = build_attention(name, D_MODEL, HEADS, 0.0, knobs_for(length))
+    x = torch.randn(BATCH, length, D_MODEL, requires_grad=True)
+    times = []
+    for _ in range(reps + 1):  # the first is a warm-up
+        start = time.perf_counter()
+        attn(*attn.project_qkv(x)).sum().backward()
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times[1:])
+
+
+@torch.inference_mode()
+def decode_step(name: str, length: int, reps: int) -> float:
+    """Median ms of one cached decoder self-attention step after `length` positions."""
+    attn = build_attention(name, D_MODEL, HEADS, 0.0, knobs_for(length)).eval()
+    k, v = (torch.randn(BATCH, HEADS, length, D_MODEL // HEADS) for _ in range(2))
+    x = torch.randn(BATCH, 1, D_MODEL)
+    times = []
+    for _ in range(reps + 1):  # the first is a warm-up
+        start = time.perf_counter()
+        q, k1, v1 = attn.project_qkv(x)
+        attn(q, torch.cat([k, k1], 2), torch.cat([v, v1], 2), is_causal=True)
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times[1:])
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def measure(phase: str, name: str, length: int, reps: int, mem_gib: float) -> dict:
+    """One record, measured in a forked child: {"variant", "phase", "T", "ms", "peak_mib"}."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read)
+        base = _rss_mib()
+        limit = int(mem_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_DATA, (limit + int(base * 2**20), resource.RLIM_INFINITY))
+        try:
+            ms = (train_step if phase == "train" else decode_step)(name, length, reps)
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
+        except (RuntimeError, MemoryError):
+            ms, peak = None, None
+        os.write(write, json.dumps([ms, peak]).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    ms, peak = json.loads(data) if data else (None, None)  # no answer: killed, e.g. out of memory
+    return {"variant": name, "phase": phase, "T": length, "ms": ms, "peak_mib": peak}
+
+
+def plot(records: list[dict], path: str) -> None:
+    """Log–log time and peak memory against T, one line per variant, train and decode side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    for col, phase in enumerate(("train", "decode")):
+        for row, key in enumerate(("ms", "peak_mib")):
+            ax = axes[row][col]
+            for name in VARIANTS:
+                pts = [(r["T"], r[key]) for r in records if r["variant"] == name and r["phase"] == phase and r[key]]
+                if pts:
+                    ax.loglog(*zip(*pts), marker="o", label=name)
+            ax.set_xlabel("T (sequence length)" if phase == "train" else "output length so far")
+            ax.set_ylabel("ms (median)" if key == "ms" else "peak MiB")
+            ax.set_title(f"{'forward + backward' if phase == 'train' else 'one decoding step'}: {key}", fontsize=10)
+            ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="T up to 2,048 and output lengths 256, 1,024")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line: the list of records")
+    parser.add_argument("--plot", help="write the log–log PNG here")
+    parser.add_argument("--mem-gib", type=float, default=12.0, help="memory a measurement may take")
+    parser.add_argument("--max-ms", type=float, default=60_000, help="skip longer T once a step takes this long")
+    args = parser.parse_args()
+    train_lengths = [128, 512, 2048] if args.quick else [128, 512, 2048, 8192, 16384]
+    decode_lengths = [256, 1024] if args.quick else [256, 512, 1024, 2048, 4096]
+    reps = 2 if args.quick else 3
+    records = []
+    for phase, lengths in (("train", train_lengths), ("decode", decode_lengths)):
+        for name in VARIANTS:
+            if phase == "decode" and not usable(name, "decoder"):
+                continue
+            too_slow = False
+            for length in lengths:
+                record = measure(phase, name, length, reps, args.mem_gib) if not too_slow else None
+                record = record or {"variant": name, "phase": phase, "T": length, "ms": None, "peak_mib": None}
+                too_slow = too_slow or record["ms"] is None or record["ms"] > args.max_ms
+                records.append(record)
+                ms = "did not fit / skipped" if record["ms"] is None else f"{record['ms']:10.1f} ms"
+                peak = "" if record["peak_mib"] is None else f"{record['peak_mib']:9.0f} MiB peak"
+                print(f"{phase:6} {name:9} T={length:6} {ms} {peak}", flush=True)
+    if args.plot:
+        plot(records, args.plot)
+    if args.json:
+        print(json.dumps(records))
+
+
+if __name__ == "__main__":
+    main()

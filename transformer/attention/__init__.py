@@ -1,0 +1,48 @@
+"""Attention variants, chosen per use (encoder self-attention, decoder self-attention, cross-attention).
+
+`VARIANTS` is the one name → class table: a new variant is one module here plus a
+line below (and its knobs in `transformer.config.AttentionConfig`).
+"""
+
+from transformer.attention.additive import AdditiveAttention
+from transformer.attention.base import USES, Attention, Knobs
+from transformer.attention.dot import DotAttention
+from transformer.attention.linformer import LinformerAttention
+from transformer.attention.local import LocalAttention
+from transformer.attention.lsh import LSHAttention
+from transformer.attention.masks import attention_reference, attention_weights, causal_mask, padding_mask
+from transformer.attention.strided import StridedAttention
+
+VARIANTS: dict[str, type[Attention]] = {
+    "dot": DotAttention,
+    "additive": AdditiveAttention,
+    "local": LocalAttention,
+    "strided": StridedAttention,
+    "lsh": LSHAttention,
+    "linformer": LinformerAttention,
+}
+MultiHeadAttention = DotAttention  # today's name for the default
+
+__all__ = [
+    "USES",
+    "VARIANTS",
+    "Attention",
+    "Knobs",
+    "MultiHeadAttention",
+    "attention_reference",
+    "attention_weights",
+    "build_attention",
+    "causal_mask",
+    "padding_mask",
+    "usable",
+]
+
+
+def usable(name: str, use: str) -> bool:
+    """Whether variant `name` may serve `use` (one of USES)."""
+    return name in VARIANTS and use in VARIANTS[name].uses
+
+
+def build_attention(name: str, d_model: int, n_heads: int, dropout: float, knobs: Knobs) -> Attention:
+    """The attention module called `name`."""
+    return VARIANTS[name](d_model, n_heads, dropout, knobs)
