@@ -27,6 +27,12 @@ def offline(service, sentences: list[str], **settings) -> list[str]:
     return Translator(service.model, service.tokenizer, cfg).translate(sentences)
 
 
+def offline_ids(service, sentence: str, **settings) -> list[int]:
+    """The best hypothesis' token ids for `sentence`, searched offline as `offline` does."""
+    cfg = dataclasses.replace(service.defaults, **settings)
+    return Translator(service.model, service.tokenizer, cfg).search([sentence])[0][1][0].tokens
+
+
 def write_checkpoint(path: Path) -> Path:
     """A random tiny model with a joint SentencePiece vocabulary of the test words: fast, deterministic."""
     sentences = [" ".join(WORDS_FR[i:] + WORDS_EN[:i]) for i in range(len(WORDS_FR))] * 5

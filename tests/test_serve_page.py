@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: pip install -e '.[dev,serve]'")
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (the dev extra)")
 
-from tests.serving import offline, running_server, write_checkpoint  # noqa: E402
+from tests.serving import offline, offline_ids, running_server, write_checkpoint  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 # Without the background-networking flags Chromium tries to reach the internet, which a closed network refuses.
@@ -56,11 +56,11 @@ def test_the_page_translates_and_draws_the_attention(tmp_path):
             expected = offline(service, sentences, beam_size=2)
             assert page.text_content("#output") == " ".join(expected)
             assert page.locator("#sentences li").count() == 2
-            source_tokens = service.tokenizer.src.encode(sentences[0], out_type=str)
-            target_tokens = service.tokenizer.tgt.encode(expected[0], out_type=str)
+            source = service.tokenizer.encode_src([sentences[0]])[0]
+            target = offline_ids(service, sentences[0], beam_size=2)
             heatmap = page.locator("#heatmap")
-            assert heatmap.get_attribute("data-columns") == str(len(source_tokens) + 1)  # + </s>
-            assert heatmap.get_attribute("data-rows") == str(len(target_tokens) + 1)
+            assert heatmap.get_attribute("data-columns") == str(len(source) + 1)  # + </s>
+            assert heatmap.get_attribute("data-rows") == str(len(target) + 1)
             assert painted_cells(page) > 0
             page.click("#sentences li:nth-child(2)")
             page.wait_for_function(f"{DRAWN} === '2'", timeout=60_000)
