@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 from attention_walkthrough_page import draw, render
+from attention_walkthrough_variants import additive_vs_dot, draw_variants, patterns
 from omegaconf import OmegaConf
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
@@ -322,7 +323,9 @@ def compute(timing_rounds: int) -> dict:
         "scaling": scaling(),
         "masks": masks(),
         "multi_head": multi_head(),
+        "additive_vs_dot": additive_vs_dot(),
         "kv_cache": kv_cache(timing_rounds=timing_rounds),
+        "patterns": patterns(),
     }
 
 
@@ -340,6 +343,7 @@ def main() -> None:
     elif numbers.exists():
         data["cross"] = json.loads(numbers.read_text()).get("cross")
     draw(data, figures)
+    draw_variants(data, figures)
     numbers.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     (args.docs / "attention.md").write_text(render(data))
     summary(data)
@@ -358,6 +362,8 @@ def summary(data: dict) -> None:
         f"alone vs batched {m['alone_vs_batched']:.2e}; weight on pads {m['weight_on_pads']}"
     )
     print(f"5 shapes {data['multi_head']['shapes']}")
+    a, p = data["additive_vs_dot"], data["patterns"]
+    print(f"6 additive weights {a['additive_weights']}, dot weights {a['dot_weights']}")
     print(
         f"7 ids equal {kv['ids_equal']}; multiply-adds step 1/{kv['steps']}: cache {kv['madds_cache'][0]}/"
         f"{kv['madds_cache'][-1]}, no cache {kv['madds_no_cache'][0]}/{kv['madds_no_cache'][-1]}; "
@@ -365,6 +371,7 @@ def summary(data: dict) -> None:
     )
     for item in (data.get("cross") or {}).get("sentences", []):
         print(f"8 {item['source']} -> {item['translation']} (cache equal: {item['cache_equal']})")
+    print(f"9 pairs of {p['length']}x{p['length']}: {p['pairs']}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from attention_walkthrough_variants import section_additive, section_patterns
 
 from transformer.plotting import heatmap, save_figure
 
@@ -38,9 +39,10 @@ def intro() -> str:
 
 This page walks through attention with small worked examples, the kind the classic explanations use,
 but every number and picture here is produced by the code that trains and runs this project's models:
-`attention_weights`, `attention_reference`, `padding_mask`, `causal_mask` and `MultiHeadAttention` from
-`transformer/attention.py`, the `Transformer` of `transformer/model.py`, `greedy_decode` from
-`transformer/decoding.py` and the heatmaps of `transformer/plotting.py`. There is no separate toy version.
+`attention_weights`, `attention_reference`, `padding_mask`, `causal_mask`, `MultiHeadAttention` and the
+additive, local, strided, LSH and Linformer variants from `transformer/attention/`, the `Transformer` of
+`transformer/model.py`, `greedy_decode` from `transformer/decoding.py` and the heatmaps of
+`transformer/plotting.py`. There is no separate toy version.
 
 ```bash
 {COMMAND}    # a few minutes on a 2-core CPU
@@ -201,15 +203,6 @@ exactly: **{h["split_join_roundtrip"]}**.
 """
 
 
-def section_additive() -> str:
-    return """## 6. Additive (Bahdanau) vs scaled dot-product attention
-
-Waiting for the attention-family issue (#23): the project has no additive attention yet. When it lands, this
-section puts its scores next to scaled dot-product ones on seed 001's shapes (2 queries of size 4, 3 keys of
-size 3, values of size 2, hidden size 5).
-"""
-
-
 def section_kv_cache(kv: dict) -> str:
     picks = sorted({1, kv["steps"] // 4, kv["steps"] // 2, kv["steps"]})
     timed = bool(kv["ms_cache"])
@@ -310,15 +303,6 @@ the model never trained on. {focus}
 """ + "\n".join(parts)
 
 
-def section_patterns() -> str:
-    return """## 9. Efficient attention patterns
-
-Waiting for the attention-family issue (#23): band (local window), strided, hashed-bucket (Reformer) and
-low-rank (Linformer) attention are not in the project yet. When they land, this section draws each one's mask on
-a 32-token example with the project's own mask functions and links to the attention benchmark.
-"""
-
-
 def sources() -> str:
     return """## Sources (the seeds)
 
@@ -340,10 +324,10 @@ def render(data: dict) -> str:
         section_scaling(data["scaling"]),
         section_masks(data["masks"]),
         section_multi_head(data["multi_head"]),
-        section_additive(),
+        section_additive(data["additive_vs_dot"]),
         section_kv_cache(data["kv_cache"]),
         section_cross(data.get("cross")),
-        section_patterns(),
+        section_patterns(data["patterns"]),
         sources(),
     ]
     return "\n".join(sections)
