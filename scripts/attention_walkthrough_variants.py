@@ -9,6 +9,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from attention_walkthrough_util import rows
 from torch import nn
 
 from transformer.attention import Knobs, attention_weights
@@ -22,10 +23,6 @@ from transformer.plotting import save_figure
 
 LENGTH = 32  # tokens of the pattern example
 KNOBS = Knobs(window=4, stride=8, bucket_size=8, n_hashes=2, rank=8, max_length=LENGTH)
-
-
-def rows(t: torch.Tensor, digits: int = 6):
-    return torch.round(t.double(), decimals=digits).tolist()
 
 
 @torch.inference_mode()
