@@ -140,8 +140,9 @@ when the vectors grow: tanh saturates, so an additive score is at most Σ|v_i| =
 one key can never outweigh another by more than e^(2·{a["score_bound"]:.3f}) = {a["largest_ratio_possible"]:.1f}×,
 whereas a dot product grows with the vectors. Multiplying the queries and keys by {up["factor"]:.0f}, the largest
 weight per query becomes {", ".join(f"{w:.3f}" for w in up["dot_max"])} for dot-product attention and
-{", ".join(f"{w:.3f}" for w in up["additive_max"])} for additive. The price of additive attention is a hidden-size
-tanh term for every query-key pair (`docs/attention_variants.md`: O(T²·d) time against SDPA's fused O(T²) kernel).
+{", ".join(f"{w:.3f}" for w in up["additive_max"])} for additive. The price of additive attention is a tanh of
+a hidden-size vector for every query-key pair where dot-product attention does one matrix product (`AdditiveAttention`
+builds that term in chunks to keep memory O(T²); see [attention_variants.md](attention_variants.md)).
 
 ![additive vs scaled dot-product weights, seed 001's shapes](attention/additive_vs_dot.png)
 """
