@@ -4,7 +4,8 @@
 
 Everything goes through the project's own code (`transformer.attention`, `Transformer`,
 `greedy_decode`, `transformer.plotting`). The numbers land in docs/attention_walkthrough.json
-and the page is rendered from that file (`attention_walkthrough_page.py`); the tests
+and the page is rendered from that file (`attention_walkthrough_page.py`); sections 6 and 9 live in
+`attention_walkthrough_variants.py`, section 7 in `attention_walkthrough_kv.py`; the tests
 recompute each section with the functions below and compare. Without --checkpoint the
 cross-attention section of the existing JSON is kept.
 """
@@ -12,20 +13,18 @@ cross-attention section of the existing JSON is kept.
 import argparse
 import json
 import math
-import os
-import time
-import warnings
 from pathlib import Path
 
 import torch
+from attention_walkthrough_kv import kv_cache, small_random_model
 from attention_walkthrough_page import draw, render
+from attention_walkthrough_util import rows
+from attention_walkthrough_variants import additive_vs_dot, draw_variants, patterns
 from omegaconf import OmegaConf
-from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from transformer.attention import MultiHeadAttention, attention_reference, attention_weights, causal_mask, padding_mask
 from transformer.checkpoint import load_checkpoint
 from transformer.decoding import greedy_decode
-from transformer.fast_inference import inference_copy
 from transformer.model import Transformer
 from transformer.plotting import attention_figure, save_figure
 from transformer.tokenizer import BOS_ID, EOS_ID
@@ -41,11 +40,6 @@ SENTENCES = [  # the seeds' classic first, then lines 1, 7 and 10 of Multi30k te
         "A man in a vest is sitting in a chair and holding magazines.",
     ),
 ]
-
-
-def rows(t: torch.Tensor, digits: int = 6):
-    """A tensor as nested lists of rounded floats (what the JSON keeps)."""
-    return torch.round(t.double(), decimals=digits).tolist()
 
 
 def five_token() -> dict:
@@ -126,12 +120,6 @@ def scaling(dims=(4, 16, 64, 256, 1024), n_queries: int = 200, n_keys: int = 32)
     return out
 
 
-def small_random_model(vocab: int, seed: int, **sizes) -> Transformer:
-    """A randomly initialised model (no dropout) for the sections that need no training."""
-    torch.manual_seed(seed)
-    return Transformer(vocab, vocab, dropout=0.0, pad_id=0, **sizes).eval()
-
-
 @torch.inference_mode()
 def masks() -> dict:
     """Padding and look-ahead masks for a short padded batch, and checks that they hold."""
@@ -192,73 +180,6 @@ def multi_head(d_model: int = 256, n_heads: int = 4, batch: int = 2, length: int
         "module_vs_reference": (module - output).abs().max().item(),
         "split_join_roundtrip": bool(torch.equal(mha.split_heads(joined), heads)),
     }
-
-
-def _counting() -> FlopCounterMode:
-    """torch's FLOP counter, taught the CPU kernel of scaled_dot_product_attention (2 products per query-key pair)."""
-    kernel = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-    return FlopCounterMode(display=False, custom_mapping={kernel: lambda q, k, v, *a, **kw: sdpa_flop_count(q, k, v)})
-
-
-def _recorded_steps(model: Transformer, src: torch.Tensor, steps: int, use_cache: bool, count: bool):
-    """Run greedy_decode (EOS disabled: -1 is never produced) and record each decode call's work or time.
-
-    The search runs on the inference copy it would make itself (`fast_inference`), made here so that its
-    `decode` can be watched.
-    """
-    model = inference_copy(model)
-    records, decode = [], model.decode
-
-    def recording(*args, **kwargs):
-        start = time.perf_counter()
-        if not count:
-            logits = decode(*args, **kwargs)
-            records.append(time.perf_counter() - start)
-            return logits
-        with _counting() as counter:
-            logits = decode(*args, **kwargs)
-        records.append(counter.get_total_flops() // 2)  # multiply-adds
-        return logits
-
-    model.decode = recording
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="TF32 acceleration")  # the flags' note about Intel GPUs
-            with torch.backends.mkldnn.flags(enabled=not count):  # counted runs take the plain F.linear path
-                ids = greedy_decode(model, src, BOS_ID, -1, steps, use_cache=use_cache)
-    finally:
-        del model.decode  # the instance attribute; the class's method shows again
-    return ids, records
-
-
-@torch.inference_mode()
-def kv_cache(steps: int = 32, src_len: int = 16, timing_rounds: int = 0) -> dict:
-    """Greedy decoding with and without the cache on a random model of the `small` size: ids, work, time per step."""
-    sizes = dict(d_model=256, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024)
-    model = small_random_model(8000, 0, **sizes)
-    src = torch.randint(4, 8000, (1, src_len), generator=torch.Generator().manual_seed(0))
-    src[0, -1] = EOS_ID
-    out = {
-        "sizes": sizes,
-        "vocab": 8000,
-        "src_len": src_len,
-        "steps": steps,
-        "timing_rounds": timing_rounds,
-        "load_average": round(os.getloadavg()[0], 2),
-    }
-    ids = {}
-    for name, use_cache in (("cache", True), ("no_cache", False)):
-        ids[name], out[f"madds_{name}"] = _recorded_steps(model, src, steps, use_cache, count=True)
-        with _counting() as counter:
-            memory, _ = model.encode(src)
-            if use_cache:
-                model.init_cache(memory, 1, steps)
-        out[f"madds_setup_{name}"] = counter.get_total_flops() // 2
-        times = [_recorded_steps(model, src, steps, use_cache, count=False)[1] for _ in range(timing_rounds)]
-        out[f"ms_{name}"] = [round(1000 * sorted(t)[len(t) // 2], 3) for t in zip(*times)] if times else []
-    out["ids_equal"] = bool(torch.equal(ids["cache"], ids["no_cache"]))
-    out["ids"] = ids["cache"][0].tolist()
-    return out
 
 
 @torch.inference_mode()
@@ -322,7 +243,9 @@ def compute(timing_rounds: int) -> dict:
         "scaling": scaling(),
         "masks": masks(),
         "multi_head": multi_head(),
+        "additive_vs_dot": additive_vs_dot(),
         "kv_cache": kv_cache(timing_rounds=timing_rounds),
+        "patterns": patterns(),
     }
 
 
@@ -340,6 +263,7 @@ def main() -> None:
     elif numbers.exists():
         data["cross"] = json.loads(numbers.read_text()).get("cross")
     draw(data, figures)
+    draw_variants(data, figures)
     numbers.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     (args.docs / "attention.md").write_text(render(data))
     summary(data)
@@ -358,6 +282,8 @@ def summary(data: dict) -> None:
         f"alone vs batched {m['alone_vs_batched']:.2e}; weight on pads {m['weight_on_pads']}"
     )
     print(f"5 shapes {data['multi_head']['shapes']}")
+    a, p = data["additive_vs_dot"], data["patterns"]
+    print(f"6 additive weights {a['additive_weights']}, dot weights {a['dot_weights']}")
     print(
         f"7 ids equal {kv['ids_equal']}; multiply-adds step 1/{kv['steps']}: cache {kv['madds_cache'][0]}/"
         f"{kv['madds_cache'][-1]}, no cache {kv['madds_no_cache'][0]}/{kv['madds_no_cache'][-1]}; "
@@ -365,6 +291,7 @@ def summary(data: dict) -> None:
     )
     for item in (data.get("cross") or {}).get("sentences", []):
         print(f"8 {item['source']} -> {item['translation']} (cache equal: {item['cache_equal']})")
+    print(f"9 pairs of {p['length']}x{p['length']}: {p['pairs']}")
 
 
 if __name__ == "__main__":

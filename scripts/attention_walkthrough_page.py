@@ -7,15 +7,13 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from attention_walkthrough_kv import section_kv_cache
+from attention_walkthrough_util import num
+from attention_walkthrough_variants import section_additive, section_patterns
 
 from transformer.plotting import heatmap, save_figure
 
 COMMAND = "python scripts/attention_walkthrough.py --checkpoint outputs/fren3k"
-
-
-def num(x: float, digits: int = 4) -> str:
-    """A number as the page prints it."""
-    return f"{x:.{digits}f}"
 
 
 def vec(values, digits: int = 4) -> str:
@@ -38,9 +36,10 @@ def intro() -> str:
 
 This page walks through attention with small worked examples, the kind the classic explanations use,
 but every number and picture here is produced by the code that trains and runs this project's models:
-`attention_weights`, `attention_reference`, `padding_mask`, `causal_mask` and `MultiHeadAttention` from
-`transformer/attention.py`, the `Transformer` of `transformer/model.py`, `greedy_decode` from
-`transformer/decoding.py` and the heatmaps of `transformer/plotting.py`. There is no separate toy version.
+`attention_weights`, `attention_reference`, `padding_mask`, `causal_mask`, `MultiHeadAttention` and the
+additive, local, strided, LSH and Linformer variants from `transformer/attention/`, the `Transformer` of
+`transformer/model.py`, `greedy_decode` from `transformer/decoding.py` and the heatmaps of
+`transformer/plotting.py`. There is no separate toy version.
 
 ```bash
 {COMMAND}    # a few minutes on a 2-core CPU
@@ -201,70 +200,6 @@ exactly: **{h["split_join_roundtrip"]}**.
 """
 
 
-def section_additive() -> str:
-    return """## 6. Additive (Bahdanau) vs scaled dot-product attention
-
-Waiting for the attention-family issue (#23): the project has no additive attention yet. When it lands, this
-section puts its scores next to scaled dot-product ones on seed 001's shapes (2 queries of size 4, 3 keys of
-size 3, values of size 2, hidden size 5).
-"""
-
-
-def section_kv_cache(kv: dict) -> str:
-    picks = sorted({1, kv["steps"] // 4, kv["steps"] // 2, kv["steps"]})
-    timed = bool(kv["ms_cache"])
-    rows = "\n".join(
-        f"| {i} | {kv['madds_cache'][i - 1] / 1e6:.2f} | {kv['madds_no_cache'][i - 1] / 1e6:.2f} |"
-        + (f" {num(kv['ms_cache'][i - 1], 1)} | {num(kv['ms_no_cache'][i - 1], 1)} |" if timed else "")
-        for i in picks
-    )
-    total_c, total_n = sum(kv["madds_cache"]), sum(kv["madds_no_cache"])
-    sizes = kv["sizes"]
-    per_token, output = kv["madds_cache"][1] - kv["madds_cache"][0], sizes["d_model"] * kv["vocab"]
-    share = num(100 * output / kv["madds_cache"][0], 0)
-    head = "| step | M multiply-adds, cache | without cache |" + (" ms, cache | ms, without |" if timed else "")
-    timing = (
-        f"Time per step (median of {kv['timing_rounds']} rounds, one thread, load average "
-        f"{num(kv['load_average'], 1)} on this 2-core machine shared with other jobs: read the ratio, not the "
-        f"milliseconds): {num(sum(kv['ms_cache']), 0)} ms for all {kv['steps']} steps with the cache, "
-        f"{num(sum(kv['ms_no_cache']), 0)} ms without ({num(sum(kv['ms_no_cache']) / sum(kv['ms_cache']), 1)}×; "
-        "step 1 also pays one-off setup). "
-        "The time saved is much smaller than the work saved: at this size a step's time is mostly the fixed cost "
-        "of launching a few hundred small operations, which both ways pay."
-        if timed
-        else "Timing was not run (`--timing-rounds 0`)."
-    )
-    return f"""## 7. The KV cache
-
-When the decoder writes token t it needs the keys and values of tokens 1…t−1 in every layer. Without a cache
-each step feeds the whole prefix through the decoder again (and re-projects the source's keys and values for
-cross-attention); with the cache (`transformer/cache.py`) a step feeds only the newest token, appends its keys
-and values to a buffer, and the source's keys and values are projected once per sentence.
-
-`greedy_decode(..., use_cache=True)` and `use_cache=False` on a randomly initialised model of the `small` size
-(d_model {sizes["d_model"]}, {sizes["n_encoder_layers"]}+{sizes["n_decoder_layers"]} layers, vocabulary
-{kv["vocab"]}), one source of {kv["src_len"]} tokens, {kv["steps"]} steps (end-of-sentence disabled so both
-run the full length): the ids are the same: **{kv["ids_equal"]}**. The work of each `decode` call, counted by
-PyTorch's FLOP counter (multiply-adds of every matrix product, attention included):
-
-{head}
-|---|---|---|{"---|---|" if timed else ""}
-{rows}
-| all {kv["steps"]} | {total_c / 1e6:.1f} | {total_n / 1e6:.1f} |{" | |" if timed else ""}
-
-Before the first step both encode the source ({kv["madds_setup_no_cache"] / 1e6:.1f} M); the cache also
-projects the source keys and values once ({(kv["madds_setup_cache"] - kv["madds_setup_no_cache"]) / 1e6:.1f} M).
-With the cache a step costs about the same at every length: each cached token adds {per_token:,}
-multiply-adds (its score and its share of the weighted sum, {sizes["d_model"]} each, in
-{sizes["n_decoder_layers"]} layers), and the output layer alone ({sizes["d_model"]} × {kv["vocab"]} =
-{output / 1e6:.2f} M) is {share}% of a step. Without it step t redoes all t positions, so the total grows
-with the square of the length: {num(total_n / total_c, 1)}× the work over {kv["steps"]} steps.
-{timing}
-
-![multiply-adds per decoding step with and without the cache](attention/kv_cache.png)
-"""
-
-
 def section_cross(c: dict | None) -> str:
     if not c:
         return "## 8. Cross-attention of a trained model\n\nNot computed yet: run the script with `--checkpoint`.\n"
@@ -310,15 +245,6 @@ the model never trained on. {focus}
 """ + "\n".join(parts)
 
 
-def section_patterns() -> str:
-    return """## 9. Efficient attention patterns
-
-Waiting for the attention-family issue (#23): band (local window), strided, hashed-bucket (Reformer) and
-low-rank (Linformer) attention are not in the project yet. When they land, this section draws each one's mask on
-a 32-token example with the project's own mask functions and links to the attention benchmark.
-"""
-
-
 def sources() -> str:
     return """## Sources (the seeds)
 
@@ -340,10 +266,10 @@ def render(data: dict) -> str:
         section_scaling(data["scaling"]),
         section_masks(data["masks"]),
         section_multi_head(data["multi_head"]),
-        section_additive(),
+        section_additive(data["additive_vs_dot"]),
         section_kv_cache(data["kv_cache"]),
         section_cross(data.get("cross")),
-        section_patterns(),
+        section_patterns(data["patterns"]),
         sources(),
     ]
     return "\n".join(sections)

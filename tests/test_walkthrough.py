@@ -41,7 +41,10 @@ def assert_same(fresh, stored, where: str = "") -> None:
         assert fresh == stored, f"{where}: {fresh!r} != {stored!r}"
 
 
-@pytest.mark.parametrize("section", ["five_token", "three_keys", "scaling", "masks", "multi_head"])
+SECTIONS = ["five_token", "three_keys", "scaling", "masks", "multi_head", "additive_vs_dot", "patterns"]
+
+
+@pytest.mark.parametrize("section", SECTIONS)
 def test_section_numbers_are_what_the_code_computes(page_data, section):
     assert_same(getattr(walk, section)(), page_data[section], section)
 
@@ -79,7 +82,7 @@ def test_what_the_page_claims_of_the_numbers(page_data):
 
 
 def test_figures_exist_and_stay_small(page_data):
-    names = ["five_token.png", "scaling.png", "kv_cache.png"]
+    names = ["five_token.png", "scaling.png", "kv_cache.png", "additive_vs_dot.png", "patterns.png"]
     names += [Path(item["figure"]).name for item in (page_data.get("cross") or {}).get("sentences", [])]
     sizes = [(DOCS / walk.FIGURES / name).stat().st_size for name in names]
     assert all(0 < size < 200_000 for size in sizes) and sum(sizes) < 1_000_000
@@ -107,3 +110,35 @@ def test_cross_attention_section_from_a_model(page_data, tmp_path):
         src_pieces = [tokenizer.src.id_to_piece(i) for i in tokenizer.encode_src([item["source"]])[0]] + ["</s>"]
         assert all(piece in src_pieces for _, piece, _ in item["peaks"])
         assert (tmp_path / f"cross_{number}.png").stat().st_size > 0
+
+
+def test_what_the_page_claims_of_additive_and_dot(page_data):
+    a = page_data["additive_vs_dot"]
+    for name in ("additive", "dot"):
+        weights = a[f"{name}_weights"]
+        assert all(math.isclose(sum(r), 1.0, abs_tol=1e-5) for r in weights)
+        mixed = [[sum(w * v[c] for w, v in zip(r, a["values"])) for c in range(2)] for r in weights]
+        assert_same(mixed, a[f"{name}_output"], f"{name}_output")
+    assert (
+        max(abs(s) for r in a["additive_scores"] for s in r)
+        <= a["score_bound"]
+        == pytest.approx(sum(abs(v) for v in a["score_v"]), abs=1e-5)
+    )
+    assert a["additive_weights"] != a["dot_weights"]
+    up = a["scaled_up"]
+    assert min(up["dot_max"]) > 0.99 and max(up["additive_max"]) < 0.9  # "hardens" vs "stays bounded"
+    assert all(max(r) / min(r) <= a["largest_ratio_possible"] for r in a["additive_weights"])
+
+
+def test_what_the_page_claims_of_the_patterns(page_data):
+    p = page_data["patterns"]
+    n, w, s = p["length"], p["knobs"]["window"], p["knobs"]["stride"]
+    masks = {name: [[int(c) for c in row] for row in m] for name, m in p["masks"].items()}
+    assert masks["band"] == [[int(abs(i - j) < w) for j in range(n)] for i in range(n)]
+    assert masks["strided"] == [[int(abs(i - j) < w or j % s == s - 1) for j in range(n)] for i in range(n)]
+    rounds = p["buckets"]  # the probed LSH mask is "same bucket in some round", symmetric, with the diagonal
+    assert masks["hashed"] == [[int(any(r[i] == r[j] for r in rounds)) for j in range(n)] for i in range(n)]
+    assert {name: sum(map(sum, m)) for name, m in masks.items()} == {k: v for k, v in p["pairs"].items() if k in masks}
+    assert all(p["pairs"][name] < n * n for name in p["pairs"])
+    assert p["band_fast_vs_masked"] < 1e-5 and p["strided_fast_vs_masked"] < 1e-5
+    assert len(p["low_rank_e"]) == p["knobs"]["rank"] == p["low_rank_weights_shape"][1]
