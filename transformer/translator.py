@@ -20,6 +20,23 @@ from transformer.tokenizer import EOS_ID, Tokenizer
 log = logging.getLogger(__name__)
 
 
+def encode_sources(tokenizer: Tokenizer, sentences: list[str], max_positions: int) -> tuple[list[list[int]], list[int]]:
+    """Source ids of every sentence and the indices of those to search: not blank and short enough for the model
+    (EOS included); a sentence too long is logged and left untranslated."""
+    ids = tokenizer.encode_src([s.strip() for s in sentences])
+    limit = max_positions - 1  # room for EOS
+    for i, x in enumerate(ids):
+        if len(x) > limit:
+            log.error(
+                "sentence %d has %d tokens, more than the model's limit of %d; it is left untranslated "
+                "(an empty line); split it into shorter sentences",
+                i + 1,
+                len(x),
+                limit,
+            )
+    return ids, [i for i, x in enumerate(ids) if 0 < len(x) <= limit]
+
+
 class Translator:
     """A model, its tokenizer and the decoding settings; several threads may translate with it at once.
 
@@ -59,19 +76,8 @@ class Translator:
         options = options or self.options
         if generator is None and options.strategy == "sample":
             generator = self.generator()
-        ids = self.tokenizer.encode_src([s.strip() for s in sentences])
-        limit = self.model.max_positions - 1  # room for EOS
-        for i, x in enumerate(ids):
-            if len(x) > limit:
-                log.error(
-                    "sentence %d has %d tokens, more than the model's limit of %d; it is left untranslated "
-                    "(an empty line); split it into shorter sentences",
-                    i + 1,
-                    len(x),
-                    limit,
-                )
+        ids, todo = encode_sources(self.tokenizer, sentences, self.model.max_positions)
         out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
-        todo = [i for i, x in enumerate(ids) if 0 < len(x) <= limit]
         model = inference_copy(self.model)  # one copy (packed once) for every batch of this call
         with tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False) as bar:
             for batch in self._batches([ids[i] for i in todo]):

@@ -16,7 +16,6 @@ worker thread once): the same command gives the same samples, but a second
 search of the same translator continues the stream.
 """
 
-import logging
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
@@ -32,8 +31,7 @@ from transformer.errors import UserError
 from transformer.export.ctranslate2 import CONFIG_FILE
 from transformer.search_state import Hypothesis, SearchOptions, strip_eos
 from transformer.tokenizer import EOS_ID, Tokenizer
-
-log = logging.getLogger(__name__)
+from transformer.translator import encode_sources
 
 
 @dataclass
@@ -114,19 +112,9 @@ class CTranslate2Translator:
         """
         options = options or self.options
         _check(options)
-        ids = self.tokenizer.encode_src([s.strip() for s in sentences])
-        limit = self.max_positions - 1  # room for EOS
-        for i, x in enumerate(ids):
-            if len(x) > limit:
-                log.error(
-                    "sentence %d has %d tokens, more than the model's limit of %d; it is left untranslated "
-                    "(an empty line); split it into shorter sentences",
-                    i + 1,
-                    len(x),
-                    limit,
-                )
+        ids, todo = encode_sources(self.tokenizer, sentences, self.max_positions)
         out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
-        todo = sorted((i for i, x in enumerate(ids) if 0 < len(x) <= limit), key=lambda i: len(ids[i]))
+        todo.sort(key=lambda i: len(ids[i]))
         lengths = torch.tensor([len(ids[i]) + 1 for i in todo], dtype=torch.long)  # EOS included
         max_len = dict(zip(todo, options.output_limits(lengths, self.max_positions).tolist()))
         with tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False) as bar:
