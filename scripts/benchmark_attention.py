@@ -20,6 +20,7 @@ import time
 import torch
 
 from transformer.attention import VARIANTS, Knobs, build_attention, usable
+from transformer.cache import DecoderCache
 
 D_MODEL, HEADS, BATCH = 256, 4, 4
 
@@ -30,7 +31,7 @@ def knobs_for(length: int) -> Knobs:
     return Knobs(window=64, stride=side, bucket_size=64, n_hashes=2, rank=64, max_length=max(length, 1024))
 
 
-def train_step(name: str, length: int, reps: int) -> float:
+def train_step(name: str, length: int, reps: int) -> tuple[float, None]:
     """Median ms of forward + backward of one encoder self-attention layer at length `length`."""
     attn = build_attention(name, D_MODEL, HEADS, 0.0, knobs_for(length))
     x = torch.randn(BATCH, length, D_MODEL, requires_grad=True)
@@ -39,22 +40,31 @@ def train_step(name: str, length: int, reps: int) -> float:
         start = time.perf_counter()
         attn(*attn.project_qkv(x)).sum().backward()
         times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times[1:])
+    return 1000 * statistics.median(times[1:]), None
 
 
 @torch.inference_mode()
-def decode_step(name: str, length: int, reps: int) -> float:
-    """Median ms of one cached decoder self-attention step after `length` positions."""
+def decode_step(name: str, length: int, reps: int) -> tuple[float, float]:
+    """Median ms of one cached decoder self-attention step after `length` steps, and the cache's MiB.
+
+    The keys and values live in the decoder's own `DecoderCache`, filled one step at a time,
+    so a variant with a bounded reach (`local`) keeps only what its queries can see.
+    """
     attn = build_attention(name, D_MODEL, HEADS, 0.0, knobs_for(length)).eval()
-    k, v = (torch.randn(BATCH, HEADS, length, D_MODEL // HEADS) for _ in range(2))
+    source = torch.zeros(BATCH, HEADS, 1, D_MODEL // HEADS)
+    cache = DecoderCache([(source, source)], 1, length + reps + 1, attn.reach)
     x = torch.randn(BATCH, 1, D_MODEL)
     times = []
-    for _ in range(reps + 1):  # the first is a warm-up
+    for step in range(length + reps + 1):  # the steps before `length` fill the cache and warm up
         start = time.perf_counter()
-        q, k1, v1 = attn.project_qkv(x)
-        attn(q, torch.cat([k, k1], 2), torch.cat([v, v1], 2), is_causal=True)
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times[1:])
+        cache.make_room(1)
+        q, k, v = attn.project_qkv(x)
+        attn(q, *cache.extend(0, k, v), is_causal=True)
+        cache.advance()
+        if step >= length:
+            times.append(time.perf_counter() - start)
+    cache_mib = (cache.buffer.numel() + cache.spare.numel()) * cache.buffer.element_size() / 2**20
+    return 1000 * statistics.median(times), cache_mib
 
 
 def _rss_mib() -> float:
@@ -63,7 +73,7 @@ def _rss_mib() -> float:
 
 
 def measure(phase: str, name: str, length: int, reps: int, mem_gib: float) -> dict:
-    """One record, measured in a forked child: {"variant", "phase", "T", "ms", "peak_mib"}."""
+    """One record, measured in a forked child: {"variant", "phase", "T", "ms", "peak_mib"} (decode: "cache_mib")."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
@@ -72,22 +82,23 @@ def measure(phase: str, name: str, length: int, reps: int, mem_gib: float) -> di
         limit = int(mem_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_DATA, (limit + int(base * 2**20), resource.RLIM_INFINITY))
         try:
-            ms = (train_step if phase == "train" else decode_step)(name, length, reps)
+            ms, cache = (train_step if phase == "train" else decode_step)(name, length, reps)
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
         except (RuntimeError, MemoryError):
-            ms, peak = None, None
-        os.write(write, json.dumps([ms, peak]).encode())
+            ms, peak, cache = None, None, None
+        os.write(write, json.dumps([ms, peak, cache]).encode())
         os._exit(0)
     os.close(write)
     with os.fdopen(read) as f:
         data = f.read()
     os.waitpid(pid, 0)
-    ms, peak = json.loads(data) if data else (None, None)  # no answer: killed, e.g. out of memory
-    return {"variant": name, "phase": phase, "T": length, "ms": ms, "peak_mib": peak}
+    ms, peak, cache = json.loads(data) if data else (None, None, None)  # no answer: killed, e.g. out of memory
+    record = {"variant": name, "phase": phase, "T": length, "ms": ms, "peak_mib": peak}
+    return record if phase == "train" else {**record, "cache_mib": cache}
 
 
 def plot(records: list[dict], path: str) -> None:
-    """Log–log time and peak memory against T, one line per variant, train and decode side by side."""
+    """Log–log time and memory against T, one line per variant: train (peak memory) and decode (cache size)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -95,14 +106,15 @@ def plot(records: list[dict], path: str) -> None:
 
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     for col, phase in enumerate(("train", "decode")):
-        for row, key in enumerate(("ms", "peak_mib")):
+        for row, key in enumerate(("ms", "peak_mib" if phase == "train" else "cache_mib")):
             ax = axes[row][col]
             for name in VARIANTS:
-                pts = [(r["T"], r[key]) for r in records if r["variant"] == name and r["phase"] == phase and r[key]]
+                pts = [(r["T"], r.get(key)) for r in records if r["variant"] == name and r["phase"] == phase]
+                pts = [(t, value) for t, value in pts if value]
                 if pts:
                     ax.loglog(*zip(*pts), marker="o", label=name)
             ax.set_xlabel("T (sequence length)" if phase == "train" else "output length so far")
-            ax.set_ylabel("ms (median)" if key == "ms" else "peak MiB")
+            ax.set_ylabel({"ms": "ms (median)", "peak_mib": "peak MiB", "cache_mib": "KV cache MiB"}[key])
             ax.set_title(f"{'forward + backward' if phase == 'train' else 'one decoding step'}: {key}", fontsize=10)
             ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize=8)
@@ -134,7 +146,8 @@ def main() -> None:
                 records.append(record)
                 ms = "did not fit / skipped" if record["ms"] is None else f"{record['ms']:10.1f} ms"
                 peak = "" if record["peak_mib"] is None else f"{record['peak_mib']:9.0f} MiB peak"
-                print(f"{phase:6} {name:9} T={length:6} {ms} {peak}", flush=True)
+                cache = f"{record['cache_mib']:7.2f} MiB cache" if record.get("cache_mib") is not None else ""
+                print(f"{phase:6} {name:9} T={length:6} {ms} {peak} {cache}", flush=True)
     if args.plot:
         plot(records, args.plot)
     if args.json:

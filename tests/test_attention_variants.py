@@ -129,6 +129,21 @@ def test_prefix_forcing_into_the_cache_is_causal(name):
     torch.testing.assert_close(torch.cat([first, rest], dim=1), whole, atol=1e-5, rtol=1e-5)
 
 
+def test_local_cache_slides_and_stays_bounded():
+    """`local` decoding holds at most 2w positions; stepping past them, or forcing more at once, changes nothing."""
+    model, src = model_with(decoder="local"), src_batch()  # window 3
+    tgt = torch.randint(3, 40, (3, 20), generator=torch.Generator().manual_seed(2))
+    memory, mask = model.encode(src)
+    whole = model.decode(tgt, memory, mask)
+    cache = model.init_cache(memory, 1, 64)
+    steps = [model.decode(tgt[:, t : t + 1], memory, mask, cache) for t in range(12)]
+    assert cache.buffer.size(3) == 6 and cache.filled <= 6 and cache.length == 12
+    steps.append(model.decode(tgt[:, 12:], memory, mask, cache))  # 8 new positions: more than the buffer holds
+    torch.testing.assert_close(torch.cat(steps, dim=1), whole, atol=1e-5, rtol=1e-5)
+    dot_cache = model_with().init_cache(memory, 1, 64)
+    assert dot_cache.buffer.size(3) == 64  # the whole prefix for every other variant
+
+
 @pytest.mark.parametrize("use", ["encoder", "cross"])
 def test_weights_are_distributions(use):
     name = {"encoder": "lsh", "cross": "linformer"}[use]

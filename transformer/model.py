@@ -181,7 +181,7 @@ class Transformer(nn.Module):
     def init_cache(self, memory: Tensor, group: int, max_len: int) -> DecoderCache:
         """A cache for decoding `group` hypotheses per source sentence, up to `max_len` steps."""
         cross_kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
-        return DecoderCache(cross_kv, group, max_len)
+        return DecoderCache(cross_kv, group, max_len, self.decoder[0].self_attn.reach)
 
     def decode(
         self,
@@ -197,7 +197,10 @@ class Transformer(nn.Module):
         new positions and the earlier ones come from the cache. `record` receives
         each layer's cross-attention weights.
         """
-        offset = cache.length if cache is not None else 0
+        offset = 0
+        if cache is not None:
+            cache.make_room(tgt_in.size(1))
+            offset = cache.length
         x = self.embed(self.tgt_embed, tgt_in, offset)
         for i, layer in enumerate(self.decoder):
             cross_kv = cache.cross_kv[i] if cache is not None else layer.cross_attn.project_kv(memory)

@@ -46,6 +46,11 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
 
+    @property
+    def reach(self) -> int | None:
+        """How many positions back (itself included) a causal query can see; None: the whole prefix."""
+        return None
+
     def split_heads(self, x: Tensor) -> Tensor:
         b, t, d = x.shape
         return x.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)  # (B, H, T, Dh)

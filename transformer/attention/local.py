@@ -5,7 +5,7 @@ included): softmax over the window of QKᵀ/√d, times V. Keys are tiled per
 block of w queries (band.py), so time and memory are O(T·w), not O(T²). Self-attention only
 (encoder and decoder): a band across source and target positions has no meaning when
 a decoding step's position is not the source's. In cached decoding a step attends to
-the last w positions only.
+the last w positions only, and the cache keeps no more than 2w (memory flat in output length).
 """
 
 import torch
@@ -21,6 +21,10 @@ class LocalAttention(Attention):
     """Sliding-window attention of width `knobs.window`."""
 
     uses = ("encoder", "decoder")
+
+    @property
+    def reach(self) -> int:
+        return self.knobs.window
 
     def pattern(self, queries: int, keys: int, is_causal: bool, device: torch.device) -> Tensor:
         return band_pattern(queries, keys, self.knobs.window, is_causal, device)
