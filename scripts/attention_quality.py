@@ -1,12 +1,13 @@
 """Quality of the attention variants: train each with the same steps and seed, evaluate, print one table.
 
-Each row trains `experiment=multi30k_cpu_fren` (Multi30k fr→en, `small`) for `--steps`
+Each row trains `+experiment=multi30k_cpu_fren` (Multi30k fr→en, `small`) for `--steps`
 steps with one variant in one use, then evaluates val and test_2016_flickr BLEU, greedy
 and beam, and reads the mean training tokens/s from train.log. Runs are sequential (one
-CPU machine); `--only NAME` runs the rows whose label contains NAME. The markdown table
+CPU machine); `--only NAME` runs the rows whose label contains NAME; a row whose run folder
+holds a finished training is scored again without retraining, so the table can be built in parts. The markdown table
 gives the command of each row.
 
-    python scripts/attention_quality.py --steps 1500 --out runs/attention  # all rows, hours on 2 cores
+    python scripts/attention_quality.py --steps 1500 --out outputs/attention  # all rows, hours on 2 cores
     python scripts/attention_quality.py --only dot --only local            # a subset
 """
 
@@ -54,7 +55,7 @@ def bleu(checkpoint: Path, split: str, strategy: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--out", default="runs/attention")
+    parser.add_argument("--out", default="outputs/attention")
     parser.add_argument("--only", action="append", default=[], help="rows whose label contains this")
     args = parser.parse_args()
     rows = [label for label in ROWS if not args.only or any(o in label for o in args.only)]
@@ -66,7 +67,7 @@ def main() -> None:
         run_dir = Path(args.out) / re.sub(r"\W+", "_", label)
         command = [
             "transformer-train",
-            "experiment=multi30k_cpu_fren",
+            "+experiment=multi30k_cpu_fren",
             f"trainer.max_steps={args.steps}",
             "trainer.max_minutes=0",
             "trainer.seed=1234",
@@ -74,7 +75,11 @@ def main() -> None:
             *ROWS[label],
             f"hydra.run.dir={run_dir}",
         ]
-        subprocess.run([str(BIN / command[0]), *command[1:]], check=True, capture_output=True)
+        if not (run_dir / "finished").exists():  # rows already trained are scored again, not retrained
+            done = subprocess.run([str(BIN / command[0]), *command[1:]], capture_output=True, text=True)
+            if done.returncode:
+                sys.exit(f"{label}: transformer-train failed:\n{done.stderr[-2000:]}")
+            (run_dir / "finished").touch()
         rates = [float(r) for r in re.findall(r"([\d.]+) tokens/s", (run_dir / "train.log").read_text())]
         scores = [bleu(run_dir, split, s) for split in ("val", "test_2016_flickr") for s in ("greedy", "beam")]
         cells = " | ".join(f"{b:.2f}" for b in scores)
