@@ -12,7 +12,8 @@ import transformer.attention.additive as additive
 from tests.conftest import tiny_model
 from transformer.attention import VARIANTS, Knobs, build_attention, padding_mask, usable
 from transformer.checkpoint import load_checkpoint
-from transformer.config import AttentionConfig, ModelConfig, check_config
+from transformer.config import AttentionConfig, ModelConfig
+from transformer.config_checks import check_config
 from transformer.decoding import beam_search_hypotheses, greedy_decode
 from transformer.errors import UserError
 from transformer.model import Transformer, build_model

@@ -6,7 +6,8 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from transformer.cli import CONFIG_PATH, check_override
-from transformer.config import EvaluateConfig, TrainConfig, check_config
+from transformer.config import EvaluateConfig, TrainConfig
+from transformer.config_checks import check_config
 from transformer.data import prepared_path
 from transformer.errors import UserError
 

@@ -6,7 +6,8 @@ from omegaconf import OmegaConf
 
 from tests.test_config import make
 from tests.test_decoding import BOS, EOS, PAD, batch_src
-from transformer.config import ModelConfig, RNNConfig, check_config
+from transformer.config import ModelConfig, RNNConfig
+from transformer.config_checks import check_config
 from transformer.decoding import beam_search, beam_search_hypotheses, greedy_decode
 from transformer.errors import UserError
 from transformer.fast_inference import inference_copy

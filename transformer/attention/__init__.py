@@ -1,7 +1,7 @@
 """Attention variants, chosen per use (encoder self-attention, decoder self-attention, cross-attention).
 
 `VARIANTS` is the one name → class table: a new variant is one module here plus a
-line below (and its knobs in `transformer.config.AttentionConfig`).
+line below (and its knobs in `transformer.config.AttentionConfig`, checked in `config_checks.py`).
 """
 
 from transformer.attention.additive import AdditiveAttention

@@ -14,7 +14,8 @@ from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from transformer.config import check_config, register_configs
+from transformer.config import register_configs
+from transformer.config_checks import check_config
 from transformer.errors import UserError
 
 CONFIG_PATH = str(Path(__file__).resolve().parents[2] / "configs")

@@ -7,7 +7,8 @@ import sacrebleu
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import DecodingConfig, EvaluateConfig, check_config
+from transformer.config import DecodingConfig, EvaluateConfig
+from transformer.config_checks import check_config
 from transformer.corpus import ParallelFiles, fetch, read_parallel
 from transformer.engines import load_engine
 from transformer.errors import UserError

@@ -3,7 +3,8 @@
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import PrepareConfig, check_config
+from transformer.config import PrepareConfig
+from transformer.config_checks import check_config
 from transformer.data import prepare
 
 

@@ -7,7 +7,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import TrainConfig, check_config
+from transformer.config import TrainConfig
+from transformer.config_checks import check_config
 from transformer.corpus import evaluation_splits
 from transformer.locks import lock_run_dir
 from transformer.training import Trainer

@@ -18,7 +18,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import TranslateConfig, check_config
+from transformer.config import TranslateConfig
+from transformer.config_checks import check_config
 from transformer.corpus import decode_line, raw_lines
 from transformer.engines import load_engine
 from transformer.errors import UserError

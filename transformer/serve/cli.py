@@ -7,7 +7,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import hydra_app, user_errors
-from transformer.config import ServeConfig, check_config
+from transformer.config import ServeConfig
+from transformer.config_checks import check_config
 from transformer.errors import UserError
 from transformer.runtime import pick_device
 

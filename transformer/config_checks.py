@@ -1,0 +1,157 @@
+"""Start-up checks of a composed config: every range and combination a user can get wrong, one line each.
+
+Types and unknown keys are Hydra's job (the dataclasses in `config.py`); these catch the
+values a type cannot: a negative dropout, n_best above the beam, an attention kind that
+cannot serve its use. `check_config` collects every problem and raises one `UserError`.
+"""
+
+from transformer.config import ATTENTION_USES, ENGINES, LENGTH_PENALTIES, STRATEGIES
+from transformer.errors import UserError
+
+
+def _choice(problems: list[str], key: str, value, choices: tuple) -> None:
+    if value not in choices:
+        problems.append(f"{key}={value!r} is not one of {', '.join(map(str, choices))}")
+
+
+def _at_least(problems: list[str], key: str, value, low) -> None:
+    if value < low:
+        problems.append(f"{key}={value} must be at least {low}")
+
+
+def _in_range(problems: list[str], key: str, value, low, high) -> None:
+    if not low <= value < high:
+        problems.append(f"{key}={value} must be in [{low}, {high})")
+
+
+def _positive(problems: list[str], key: str, value) -> None:
+    if not value > 0:
+        problems.append(f"{key}={value} must be greater than 0")
+
+
+def _device(problems: list[str], key: str, name: str) -> None:
+    from transformer.runtime import device_problem  # torch is imported only when a device is checked
+
+    problem = device_problem(name)
+    if problem:
+        problems.append(f"{key}={name}: {problem}")
+
+
+def _check_model(problems: list[str], m) -> None:
+    for key in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_positions"):
+        _at_least(problems, f"model.{key}", m[key], 1)
+    if m.n_heads >= 1 and m.d_model % m.n_heads:
+        problems.append(f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}")
+    if m.d_model % 2:
+        problems.append(f"model.d_model={m.d_model} must be even (the position table pairs sin/cos dimensions)")
+    for key in ("dropout", "attention_dropout", "activation_dropout"):
+        _in_range(problems, f"model.{key}", m[key], 0, 1)
+    _choice(problems, "model.family", m.get("family", "transformer"), ("transformer", "rnn"))
+    if m.get("family") == "rnn":
+        for key in ("embedding_dim", "encoder_hidden", "decoder_hidden", "attention_dim", "encoder_layers"):
+            _at_least(problems, f"model.rnn.{key}", m.rnn[key], 1)
+        _at_least(problems, "model.rnn.decoder_layers", m.rnn.decoder_layers, 1)
+        _choice(problems, "model.rnn.cell", m.rnn.cell, ("gru", "lstm"))
+        _choice(problems, "model.rnn.attention", m.rnn.attention, ("additive", "dot"))
+    if "attention" in m:
+        _check_attention(problems, m.attention)
+
+
+def _check_attention(problems: list[str], a) -> None:
+    from transformer.attention import VARIANTS, usable  # torch is imported only when a model is checked
+
+    for use in ATTENTION_USES:
+        name = a[use]
+        if name not in VARIANTS:
+            problems.append(f"model.attention.{use}={name!r} is not one of {', '.join(VARIANTS)}")
+        elif not usable(name, use):
+            valid = ", ".join(n for n in VARIANTS if usable(n, use))
+            problems.append(f"model.attention.{use}={name} cannot serve {use} attention; valid: {valid}")
+    for key in ("window", "stride", "bucket_size", "n_hashes", "rank"):
+        _at_least(problems, f"model.attention.{key}", a[key], 1)
+
+
+def _check_data(problems: list[str], d) -> None:
+    _at_least(problems, "data.max_len", d.max_len, 1)
+    _at_least(problems, "data.num_proc", d.num_proc, 1)
+    _choice(problems, "data.tokenizer.model_type", d.tokenizer.model_type, ("bpe", "unigram"))
+    _at_least(problems, "data.tokenizer.vocab_size", d.tokenizer.vocab_size, 8)
+    _at_least(problems, "data.tokenizer.input_sentence_size", d.tokenizer.input_sentence_size, 1)
+    if not 0 < d.tokenizer.character_coverage <= 1:
+        problems.append(f"data.tokenizer.character_coverage={d.tokenizer.character_coverage} must be in (0, 1]")
+    _in_range(problems, "data.subword_dropout", d.subword_dropout, 0, 1)
+    if d.subword_dropout > 0 and d.tokenizer.model_type != "bpe":
+        problems.append("data.subword_dropout is BPE-dropout: it needs data.tokenizer.model_type=bpe")
+
+
+def _check_optim(problems: list[str], o) -> None:
+    _choice(problems, "optim.schedule", o.schedule, ("inverse_sqrt", "linear"))
+    _positive(problems, "optim.lr", o.lr)
+    _positive(problems, "optim.eps", o.eps)
+    for key in ("warmup_steps", "weight_decay", "clip_norm"):
+        _at_least(problems, f"optim.{key}", o[key], 0)
+    for i, beta in enumerate(o.betas):
+        _in_range(problems, f"optim.betas[{i}]", beta, 0, 1)
+    _in_range(problems, "optim.label_smoothing", o.label_smoothing, 0, 1)
+
+
+def _check_trainer(problems: list[str], t) -> None:
+    _choice(problems, "trainer.precision", t.precision, ("fp32", "bf16", "fp16"))
+    for key in ("batch_tokens", "accumulate", "max_steps", "max_epochs", "val_every", "log_every", "max_nonfinite"):
+        _at_least(problems, f"trainer.{key}", t[key], 1)
+    for key in ("max_minutes", "val_max_sentences", "attention_images", "keep_last", "keep_best", "patience"):
+        _at_least(problems, f"trainer.{key}", t[key], 0)
+    _at_least(problems, "trainer.num_threads", t.num_threads, 0)
+    _device(problems, "trainer.device", t.device)
+
+
+def _check_serve(problems: list[str], s) -> None:
+    for key in ("max_batch_tokens", "max_chars", "max_texts", "workers"):
+        _at_least(problems, f"serve.{key}", s[key], 1)
+    _in_range(problems, "serve.port", s.port, 0, 65536)
+    _positive(problems, "serve.timeout_s", s.timeout_s)
+    _at_least(problems, "serve.max_wait_ms", s.max_wait_ms, 0)
+
+
+def _check_decoding(problems: list[str], d) -> None:
+    _choice(problems, "decoding.strategy", d.strategy, STRATEGIES)
+    _choice(problems, "decoding.length_penalty_kind", d.length_penalty_kind, LENGTH_PENALTIES)
+    for key in ("beam_size", "n_best", "batch_size", "max_len_b"):
+        _at_least(problems, f"decoding.{key}", d[key], 1)
+    for key in ("max_len_a", "min_len", "no_repeat_ngram_size", "top_k"):
+        _at_least(problems, f"decoding.{key}", d[key], 0)
+    if d.n_best > d.beam_size:
+        problems.append(f"decoding.n_best={d.n_best} must be at most decoding.beam_size={d.beam_size}")
+    if d.n_best > 1 and d.strategy != "beam":
+        problems.append(f"decoding.n_best={d.n_best} needs decoding=beam (greedy and sampling give one hypothesis)")
+    _positive(problems, "decoding.temperature", d.temperature)
+    if not 0 < d.top_p <= 1:
+        problems.append(f"decoding.top_p={d.top_p} must be in (0, 1]")
+
+
+def check_config(cfg) -> None:
+    """Reject impossible settings and combinations before any work starts (types are Hydra's job)."""
+    problems: list[str] = []
+    for section, check in (
+        ("model", _check_model),
+        ("data", _check_data),
+        ("optim", _check_optim),
+        ("trainer", _check_trainer),
+        ("decoding", _check_decoding),
+        ("serve", _check_serve),
+    ):
+        if section in cfg:
+            check(problems, cfg[section])
+    if "model" in cfg and "data" in cfg and cfg.model.max_positions <= cfg.data.max_len + 1:
+        problems.append(
+            f"model.max_positions={cfg.model.max_positions} must exceed data.max_len+1={cfg.data.max_len + 1} "
+            "(a training sentence plus its BOS/EOS token)"
+        )
+    if "device" in cfg:
+        _device(problems, "device", cfg.device)
+    if "engine" in cfg:
+        _choice(problems, "engine", cfg.engine, ENGINES)
+        if cfg.engine == "ctranslate2" and cfg.get("plot_attention"):
+            problems.append("plot_attention needs engine=pytorch (CTranslate2 does not return our attention)")
+    if problems:
+        raise UserError("invalid settings: " + "; ".join(problems))
