@@ -1,7 +1,9 @@
 """Speed and memory of each attention variant: one layer, forward + backward, and one decoding step.
 
 One attention module (d_model 256, 4 heads, batch 4, CPU, the machine's threads) per
-variant; each measurement runs in a forked child so its peak resident memory can be read
+variant, plus `dot-materialized` (forward + backward only): `dot` through SDPA's math kernel,
+which stores the T×T weights as the formula reads, where `dot` itself runs PyTorch's fused CPU
+kernel that never does. Each measurement runs in a forked child so its peak resident memory can be read
 (ru_maxrss minus the child's size at fork) and an allocation past `--mem-gib` fails
 there ("did not fit": `ms` null) without touching the others.
 
@@ -10,6 +12,7 @@ there ("did not fit": `ms` null) without touching the others.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -18,11 +21,13 @@ import statistics
 import time
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer.attention import VARIANTS, Knobs, build_attention, usable
 from transformer.cache import DecoderCache
 
 D_MODEL, HEADS, BATCH = 256, 4, 4
+TEXTBOOK = "dot-materialized"  # `dot` through SDPA's math kernel: the T×T weights stored, as the formula reads
 
 
 def knobs_for(length: int) -> Knobs:
@@ -33,13 +38,15 @@ def knobs_for(length: int) -> Knobs:
 
 def train_step(name: str, length: int, reps: int) -> tuple[float, None]:
     """Median ms of forward + backward of one encoder self-attention layer at length `length`."""
-    attn = build_attention(name, D_MODEL, HEADS, 0.0, knobs_for(length))
+    attn = build_attention("dot" if name == TEXTBOOK else name, D_MODEL, HEADS, 0.0, knobs_for(length))
     x = torch.randn(BATCH, length, D_MODEL, requires_grad=True)
+    kernel = sdpa_kernel(SDPBackend.MATH) if name == TEXTBOOK else contextlib.nullcontext()
     times = []
-    for _ in range(reps + 1):  # the first is a warm-up
-        start = time.perf_counter()
-        attn(*attn.project_qkv(x)).sum().backward()
-        times.append(time.perf_counter() - start)
+    with kernel:
+        for _ in range(reps + 1):  # the first is a warm-up
+            start = time.perf_counter()
+            attn(*attn.project_qkv(x)).sum().backward()
+            times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times[1:]), None
 
 
@@ -108,7 +115,7 @@ def plot(records: list[dict], path: str) -> None:
     for col, phase in enumerate(("train", "decode")):
         for row, key in enumerate(("ms", "peak_mib" if phase == "train" else "cache_mib")):
             ax = axes[row][col]
-            for name in VARIANTS:
+            for name in (*VARIANTS, TEXTBOOK):
                 pts = [(r["T"], r.get(key)) for r in records if r["variant"] == name and r["phase"] == phase]
                 pts = [(t, value) for t, value in pts if value]
                 if pts:
@@ -135,7 +142,7 @@ def main() -> None:
     reps = 2 if args.quick else 3
     records = []
     for phase, lengths in (("train", train_lengths), ("decode", decode_lengths)):
-        for name in VARIANTS:
+        for name in (*VARIANTS, TEXTBOOK) if phase == "train" else VARIANTS:
             if phase == "decode" and not usable(name, "decoder"):
                 continue
             too_slow = False
