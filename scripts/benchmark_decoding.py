@@ -15,13 +15,15 @@ On CPU our searches run on an inference copy whose linear maps use pre-packed on
 Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`), on a
 MarianMT of the same size (its own random weights: MarianMT has no pre-norm). CTranslate2 float32
 and int8 are measured on our model's very weights, exported with `transformer.export.ctranslate2`,
-when `ctranslate2` is installed (`pip install -e .[export]`), with as many threads as torch uses.
+when `ctranslate2` is installed (`pip install -e .[export]`), with as many threads as torch uses,
+in a process of its own (called in turn with the others).
 """
 
 import argparse
 import atexit
 import functools
 import json
+import multiprocessing
 import shutil
 import statistics
 import tempfile
@@ -89,10 +91,28 @@ class _Pieces:
         return ["<pad>", "<s>", "</s>", "<unk>"][i] if i < 4 else f"t{i}"
 
 
+def _ct2_worker(conn, folder: str, tokens: list[list[str]], device: str, threads: int, out_len: int) -> None:
+    """In its own process: run the CTranslate2 call named by each message, answer when it is done."""
+    import ctranslate2
+
+    fixed = dict(max_decoding_length=out_len, min_decoding_length=out_len, length_penalty=1.0)
+    translators = {
+        kind: ctranslate2.Translator(folder, device=device, compute_type=kind, intra_threads=threads)
+        for kind in ("float32", "int8")
+    }
+    while (name := conn.recv()) is not None:
+        _, kind, search = name.split()
+        translators[kind].translate_batch(tokens, beam_size=1 if search == "greedy" else 5, **fixed)
+        conn.send(name)
+
+
 def ctranslate2_cases(model: Transformer, src: torch.Tensor, args: argparse.Namespace) -> dict[str, Callable]:
-    """CTranslate2 float32 and int8 greedy and beam 5 on `model`'s weights; {} without ctranslate2."""
+    """CTranslate2 float32 and int8 greedy and beam 5 on `model`'s weights; {} without ctranslate2.
+
+    CTranslate2 runs in a process of its own: once it has translated in a process, that process's
+    torch calls run up to 1.8× slower (measured here, MarianMT's too), which would bias every ratio.
+    """
     try:
-        import ctranslate2
         from omegaconf import OmegaConf
 
         from transformer.export.ctranslate2 import CheckpointConverter
@@ -105,16 +125,19 @@ def ctranslate2_cases(model: Transformer, src: torch.Tensor, args: argparse.Name
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     CheckpointConverter(ckpt).convert(folder, force=True)
     tokens = [[vocab.id_to_piece(i) for i in row[:-1]] for row in src.tolist()]  # CTranslate2 appends EOS
-    fixed = dict(max_decoding_length=args.out_len, min_decoding_length=args.out_len, length_penalty=1.0)
-    runs = {}
-    for compute_type in ("float32", "int8"):
-        translator = ctranslate2.Translator(
-            folder, device=args.device, compute_type=compute_type, intra_threads=torch.get_num_threads()
-        )
-        for beams in (1, 5):
-            name = f"CT2 {compute_type} {'greedy' if beams == 1 else 'beam5'}"
-            runs[name] = functools.partial(translator.translate_batch, tokens, beam_size=beams, **fixed)
-    return runs
+    conn, child_end = multiprocessing.Pipe()
+    worker = multiprocessing.get_context("spawn").Process(
+        target=_ct2_worker, args=(child_end, folder, tokens, args.device, torch.get_num_threads(), args.out_len)
+    )
+    worker.start()
+    atexit.register(lambda: (conn.send(None), worker.join()))
+
+    def call(name: str) -> None:
+        conn.send(name)
+        conn.recv()
+
+    names = [f"CT2 {kind} {search}" for kind in ("float32", "int8") for search in ("greedy", "beam5")]
+    return {name: functools.partial(call, name) for name in names}
 
 
 def ctranslate2_ratios(seconds: dict[str, float]) -> dict[str, float]:
