@@ -225,7 +225,9 @@ def section_cross(c: dict | None) -> str:
             "with a trained checkpoint for the real picture.**"
         )
     m = c["model"]
-    recipe = "(the README's recipe with a step limit)" if "+experiment=multi30k_cpu_fren" in c["overrides"] else ""
+    limited = any(o.startswith("trainer.max_steps=") for o in c["overrides"])
+    recipe = "(the README's recipe, what `make train` runs" + (", with a step limit)" if limited else ")")
+    recipe = recipe if "+experiment=multi30k_cpu_fren" in c["overrides"] else ""
     how = f"`transformer-train {' '.join(c['overrides'])}`" if c["overrides"] else "a run whose command is not known"
     return f"""## 8. Cross-attention of a trained model
 
