@@ -2,7 +2,7 @@
 
 Each row trains `+experiment=multi30k_cpu_fren` (Multi30k fr→en, `small`) for `--steps`
 steps with one variant in one use, then evaluates val and test_2016_flickr BLEU, greedy
-and beam, and reads the mean training tokens/s from train.log. Runs are sequential (one
+and beam, and reads the median training tokens/s from train.log. Runs are sequential (one
 CPU machine); `--only NAME` runs the rows whose label contains NAME; a row whose run folder
 holds a finished training is scored again without retraining, so the table can be built in parts. The markdown table
 gives the command of each row.
@@ -83,7 +83,7 @@ def main() -> None:
         rates = [float(r) for r in re.findall(r"([\d.]+) tokens/s", (run_dir / "train.log").read_text())]
         scores = [bleu(run_dir, split, s) for split in ("val", "test_2016_flickr") for s in ("greedy", "beam")]
         cells = " | ".join(f"{b:.2f}" for b in scores)
-        lines.append(f"| {label} | {cells} | {statistics.mean(rates):.0f} | `{' '.join(command)}` |")
+        lines.append(f"| {label} | {cells} | {statistics.median(rates):.0f} | `{' '.join(command)}` |")
         print(lines[-1], flush=True)
     print("\n".join(lines))
 
