@@ -1,6 +1,7 @@
 """Bahdanau's RNN against the `small` Transformer on Multi30k fr->en: the same steps, and the same minutes.
 
-Trains each model through `transformer-train` (same data, batch, optimizer and schedule), then scores
+Trains each model through `transformer-train` with the `make train` recipe (`+experiment=multi30k_cpu_fren`:
+the same data, batch, optimizer, schedule and bf16; only `model=` differs), then scores
 the last checkpoint on val and test_2016_flickr with greedy and beam search (the Translator of
 `transformer-evaluate`), and reports parameters, training tokens/s (median of the run's TensorBoard
 `train/tokens_per_s`), decoding sentences/s and BLEU, as a Markdown table and JSON, with the curves of
@@ -9,6 +10,10 @@ all runs on one plot (by step and by minutes).
     python scripts/compare_rnn.py --out runs/compare --steps 3000 --minutes 55           # the full comparison
     python scripts/compare_rnn.py --out runs/compare-short --steps 200 --minutes 0 --eval-sentences 200
     python scripts/compare_rnn.py --out runs/compare --rnn model.rnn.decoder_hidden=256  # another RNN size
+    python scripts/compare_rnn.py --out runs/compare --reuse transformer-55min=outputs/make_train  # a `make train` run
+
+`--reuse NAME=DIR` scores a finished run in DIR as the row NAME instead of training it: a `make train` run is the
+Transformer's 55-minute row.
 """
 
 import argparse
@@ -88,24 +93,28 @@ def main() -> None:
     parser.add_argument("--common", nargs="*", default=[], help="overrides for both, e.g. trainer.num_threads=2")
     parser.add_argument("--eval-sentences", type=int, default=0, help="score the first N sentences (0: all)")
     parser.add_argument("--batch-size", type=int, default=64, help="decoding batch size (sentences)")
+    parser.add_argument("--reuse", action="append", default=[], help="NAME=DIR: score the run in DIR as row NAME")
     args = parser.parse_args()
+    reused = {name: Path(folder) for name, folder in (item.split("=", 1) for item in args.reuse)}
     budgets = {}
     if args.steps:
-        budgets[f"{args.steps}steps"] = [f"trainer.max_steps={args.steps}"]
+        budgets[f"{args.steps}steps"] = [f"trainer.max_steps={args.steps}", "trainer.max_minutes=0"]
     if args.minutes:
         budgets[f"{args.minutes:g}min"] = [f"trainer.max_minutes={args.minutes}", "trainer.max_steps=1000000"]
     results = {}
     for budget, limit in budgets.items():
         for family, model in MODELS.items():
-            run_dir = args.out / f"{family}-{budget}"
-            extra = args.rnn if family == "rnn" else []
-            train(run_dir, ["data=multi30k", *model, *extra, *args.common, *limit])
-            results[run_dir.name] = score(run_dir, args.eval_sentences, args.batch_size)
-            print(json.dumps({run_dir.name: results[run_dir.name]}), flush=True)
+            name = f"{family}-{budget}"
+            run_dir = reused.get(name, args.out / name)
+            if name not in reused:
+                extra = args.rnn if family == "rnn" else []
+                train(run_dir, ["+experiment=multi30k_cpu_fren", *model, *extra, *args.common, *limit])
+            results[name] = score(run_dir, args.eval_sentences, args.batch_size)
+            print(json.dumps({name: results[name]}), flush=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "results.md").write_text(table(results) + "\n")
     print(table(results))
-    runs = [args.out / name for name in results]
+    runs = [reused.get(name, args.out / name) for name in results]
     for x_axis in ("step", "minutes"):
         plot(runs, args.out / f"curves_{x_axis}.png", x_axis)
 
