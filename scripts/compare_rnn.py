@@ -111,6 +111,7 @@ def main() -> None:
                 train(run_dir, ["+experiment=multi30k_cpu_fren", *model, *extra, *args.common, *limit])
             results[name] = score(run_dir, args.eval_sentences, args.batch_size)
             print(json.dumps({name: results[name]}), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)  # every row may have been reused
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "results.md").write_text(table(results) + "\n")
     print(table(results))
