@@ -49,16 +49,15 @@ def test_beam_cached_equals_uncached(eos):
             torch.testing.assert_close(torch.tensor(a.token_scores), torch.tensor(b.token_scores), atol=1e-5, rtol=0)
 
 
-def test_beam_size_one_equals_greedy():
-    model, src = tiny_model(seed=5), batch_src(2)
+def assert_beam_one_equals_greedy(model, src):
+    """Beam search of width 1 (no length penalty) picks exactly the greedy tokens."""
     greedy = greedy_decode(model, src, BOS, EOS, 20).tolist()
     beam = beam_search(model, src, 1, BOS, EOS, 20, length_penalty=0.0)
     assert beam == [[t for t in row if t not in (EOS, PAD)] for row in greedy]
 
 
-@pytest.mark.parametrize("search", ["greedy", "beam"])
-def test_sentence_alone_equals_sentence_in_batch(search):
-    model, src = tiny_model(seed=7), batch_src(3)
+def assert_alone_equals_batched(model, src, search):
+    """Each sentence searched alone (unpadded) gives what it gets inside the padded batch."""
 
     def run(x):
         if search == "greedy":
@@ -69,6 +68,15 @@ def test_sentence_alone_equals_sentence_in_batch(search):
     for i in range(src.size(0)):
         length = int((src[i] != PAD).sum())
         assert run(src[i : i + 1, :length]) == [batched[i]]
+
+
+def test_beam_size_one_equals_greedy():
+    assert_beam_one_equals_greedy(tiny_model(seed=5), batch_src(2))
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_sentence_alone_equals_sentence_in_batch(search):
+    assert_alone_equals_batched(tiny_model(seed=7), batch_src(3), search)
 
 
 class ScriptedModel:

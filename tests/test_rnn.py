@@ -5,10 +5,17 @@ import torch
 from omegaconf import OmegaConf
 
 from tests.test_config import make
-from tests.test_decoding import BOS, EOS, PAD, batch_src
+from tests.test_decoding import (
+    BOS,
+    EOS,
+    PAD,
+    assert_alone_equals_batched,
+    assert_beam_one_equals_greedy,
+    batch_src,
+)
 from transformer.config import ModelConfig, RNNConfig
 from transformer.config_checks import check_config
-from transformer.decoding import beam_search, beam_search_hypotheses, greedy_decode
+from transformer.decoding import beam_search_hypotheses, greedy_decode
 from transformer.errors import UserError
 from transformer.fast_inference import inference_copy
 from transformer.model import build_model, model_config
@@ -54,25 +61,12 @@ def test_cached_search_equals_recomputing_search(variant):
 
 
 def test_beam_size_one_equals_greedy():
-    model, src = tiny_rnn(seed=5), batch_src(2)
-    greedy = greedy_decode(model, src, BOS, EOS, 20).tolist()
-    beam = beam_search(model, src, 1, BOS, EOS, 20, length_penalty=0.0)
-    assert beam == [[t for t in row if t not in (EOS, PAD)] for row in greedy]
+    assert_beam_one_equals_greedy(tiny_rnn(seed=5), batch_src(2))
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_sentence_alone_equals_sentence_in_padded_batch(search):
-    model, src = tiny_rnn(seed=7, cell="lstm"), batch_src(3)
-
-    def run(x):
-        if search == "greedy":
-            return [[t for t in row if t not in (EOS, PAD)] for row in greedy_decode(model, x, BOS, EOS, 20).tolist()]
-        return beam_search(model, x, 4, BOS, EOS, 20)
-
-    batched = run(src)
-    for i in range(src.size(0)):
-        length = int((src[i] != PAD).sum())
-        assert run(src[i : i + 1, :length]) == [batched[i]]
+    assert_alone_equals_batched(tiny_rnn(seed=7, cell="lstm"), batch_src(3), search)
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
