@@ -26,7 +26,7 @@ from transformer.attention import MultiHeadAttention, attention_reference, atten
 from transformer.checkpoint import load_checkpoint
 from transformer.decoding import greedy_decode
 from transformer.model import Transformer
-from transformer.plotting import attention_figure, save_figure
+from transformer.plotting import attention_figure, attention_tokens, save_figure
 from transformer.tokenizer import BOS_ID, EOS_ID
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -194,8 +194,7 @@ def translations(model: Transformer, tokenizer, sentences=SENTENCES, figures: Pa
         tgt_ids = [i for i in ids[True].tolist() if i not in (EOS_ID, model.pad_id)]
         tgt_in = torch.tensor([[BOS_ID] + tgt_ids])
         weights = model.cross_attention(src, tgt_in)[:, 0].mean(dim=(0, 1))  # (T, S): mean over layers and heads
-        src_pieces = [tokenizer.src.id_to_piece(i) for i in src_ids] + ["</s>"]
-        tgt_pieces = [tokenizer.tgt.id_to_piece(i) for i in tgt_ids] + ["</s>"]
+        src_pieces, tgt_pieces = attention_tokens(tokenizer, src_ids, tgt_ids)
         peak, where = weights.max(dim=-1)
         item = {
             "source": source,

@@ -109,12 +109,53 @@ def start_server(args: argparse.Namespace, batching: bool) -> tuple[subprocess.P
             time.sleep(0.2)
 
 
-async def load(url: str, sentences: list[str], clients: int) -> tuple[float, list[float]]:
+class RawClient:
+    """A minimal HTTP/1.1 keep-alive client on asyncio streams.
+
+    The clients share the server's cores, so their own cost counts against it: httpx's pure-Python client spends
+    about as much CPU per request as the server's HTTP side does (docs/serving.md), this one a small part of it.
+    """
+
+    def __init__(self, url: str):
+        self.host, self.port = url.removeprefix("http://").split(":")
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: dict) -> tuple[int, bytes]:
+        """Status and body of one POST of `body` as JSON."""
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, int(self.port))
+        data = json.dumps(body).encode()
+        head = f"POST {path} HTTP/1.1\r\nhost: {self.host}\r\ncontent-type: application/json\r\n"
+        self.writer.write(f"{head}content-length: {len(data)}\r\n\r\n".encode() + data)
+        lines = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        headers = dict(line.lower().split(": ", 1) for line in lines[1:] if line)
+        return int(lines[0].split()[1]), await self.reader.readexactly(int(headers["content-length"]))
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            await self.writer.wait_closed()
+
+
+async def load(url: str, sentences: list[str], clients: int, kind: str) -> tuple[float, list[float]]:
     """Wall time and per-request latencies of `clients` clients sharing the sentences, one per request."""
     todo = list(reversed(sentences))
     latencies: list[float] = []
 
-    async def client() -> None:
+    async def raw_client() -> None:
+        http = RawClient(url)
+        try:
+            while todo:
+                sentence = todo.pop()
+                start = time.perf_counter()
+                status, _ = await http.post("/translate", {"text": sentence, "split": False})
+                assert status == 200, status
+                latencies.append(time.perf_counter() - start)
+        finally:
+            await http.close()
+
+    async def httpx_client() -> None:
         async with httpx.AsyncClient(timeout=600) as http:
             while todo:
                 sentence = todo.pop()
@@ -123,6 +164,7 @@ async def load(url: str, sentences: list[str], clients: int) -> tuple[float, lis
                 response.raise_for_status()
                 latencies.append(time.perf_counter() - start)
 
+    client = raw_client if kind == "raw" else httpx_client
     start = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(clients)))
     return time.perf_counter() - start, latencies
@@ -132,9 +174,9 @@ def serve_rows(args, sentences: list[str], batching: bool) -> list[dict]:
     process, url = start_server(args, batching)
     rows = []
     try:
-        asyncio.run(load(url, sentences[:16], 4))  # warm-up
+        asyncio.run(load(url, sentences[:16], 4, args.client))  # warm-up
         for clients in args.clients:
-            wall, latencies = asyncio.run(load(url, sentences, clients))
+            wall, latencies = asyncio.run(load(url, sentences, clients, args.client))
             rows.append(
                 {
                     "batching": batching,
@@ -162,6 +204,8 @@ def main() -> None:
     parser.add_argument("--decoding", default="beam", choices=["greedy", "beam"], help="configs/decoding/*.yaml")
     parser.add_argument("--threads", type=int, default=0, help="torch threads, offline and in the server; 0 = default")
     parser.add_argument("--max-wait-ms", type=float, help="serve.max_wait_ms; default: the server's")
+    parser.add_argument("--batching", nargs="+", default=["on", "off"], choices=["on", "off"], help="server modes")
+    parser.add_argument("--client", default="raw", choices=["raw", "httpx"], help="the load generator's HTTP client")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = parser.parse_args()
     if args.threads > 0:
@@ -172,7 +216,7 @@ def main() -> None:
     )
     base = offline(args.checkpoint, sentences, decoding)
     file_seconds = file_translation(args.checkpoint, sentences, args.decoding, args.threads)
-    rows = serve_rows(args, sentences, True) + serve_rows(args, sentences, False)
+    rows = [row for mode in args.batching for row in serve_rows(args, sentences, mode == "on")]
     print(f"{len(sentences)} sentences, decoding={args.decoding}, torch threads {torch.get_num_threads()}")
     print(
         f"offline: {base['sentences_per_s']:.1f} sentences/s in one search; one sentence alone: "

@@ -5,7 +5,8 @@ the same data, batch, optimizer, schedule and bf16; only `model=` differs), then
 the last checkpoint on val and test_2016_flickr with greedy and beam search (the Translator of
 `transformer-evaluate`), and reports parameters, training tokens/s (median of the run's TensorBoard
 `train/tokens_per_s`), decoding sentences/s and BLEU, as a Markdown table and JSON, with the curves of
-all runs on one plot (by step and by minutes).
+all runs on one plot (by step and by minutes), and the cross-attention of the same sentences in both models side by
+side (heatmaps.png).
 
     python scripts/compare_rnn.py --out runs/compare --steps 3000 --minutes 55           # the full comparison
     python scripts/compare_rnn.py --out runs/compare-short --steps 200 --minutes 0 --eval-sentences 200
@@ -24,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import sacrebleu
 import torch
 from omegaconf import OmegaConf
@@ -32,11 +34,13 @@ from plot_curves import plot, read_scalars
 from transformer.checkpoint import load_checkpoint
 from transformer.config import DecodingConfig
 from transformer.corpus import fetch, read_parallel
+from transformer.plotting import attention_matrix, attention_tokens, draw_heatmap, save_figure
 from transformer.translator import Translator
 
 BIN = Path(sys.executable).parent
 MODELS = {"transformer": ["model=small"], "rnn": ["model=rnn"]}
 SPLITS = ("val", "test_2016_flickr")
+HEATMAP_SENTENCES = ("Un homme avec un chapeau orange regardant quelque chose.", "Deux chiens jouent dans la neige.")
 STRATEGIES = {"greedy": {"strategy": "greedy"}, "beam": {"strategy": "beam", "beam_size": 5}}
 
 
@@ -64,12 +68,27 @@ def score(run_dir: Path, eval_sentences: int, batch_size: int) -> dict:
         for name, settings in STRATEGIES.items():
             decoding = OmegaConf.structured(DecodingConfig(batch_size=batch_size, **settings))
             translator = Translator(ckpt.model, ckpt.tokenizer, decoding)
+            translator.translate(sources[:8])  # warm-up: the first search pays for one-time set-up
             start = time.perf_counter()
             hyps = translator.translate(sources)
             seconds = time.perf_counter() - start
             result[f"{split}/{name}/bleu"] = round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
             result[f"{split}/{name}/sentences_per_s"] = round(len(sources) / seconds, 1)
     return result
+
+
+def heatmaps(runs: dict[str, Path], path: Path) -> None:
+    """The cross-attention of HEATMAP_SENTENCES (rows) in each run's model (columns), greedy translations,
+    the Transformer's averaged over its layers and heads."""
+    fig, axes = plt.subplots(len(HEATMAP_SENTENCES), len(runs), figsize=(6 * len(runs), 4.5 * len(HEATMAP_SENTENCES)))
+    for col, (name, run_dir) in enumerate(runs.items()):
+        ckpt = load_checkpoint(str(run_dir / "checkpoints" / "last.safetensors"))
+        translator = Translator(ckpt.model, ckpt.tokenizer, DecodingConfig(strategy="greedy"))
+        for row, (src_ids, hyps) in enumerate(translator.search(list(HEATMAP_SENTENCES))):
+            matrix = attention_matrix(ckpt.model, src_ids, hyps[0].tokens).cpu()
+            draw_heatmap(axes[row, col], matrix, *attention_tokens(ckpt.tokenizer, src_ids, hyps[0].tokens), name)
+    fig.tight_layout()
+    save_figure(fig, path)
 
 
 def table(results: dict[str, dict]) -> str:
@@ -118,6 +137,8 @@ def main() -> None:
     runs = [reused.get(name, args.out / name) for name in results]
     for x_axis in ("step", "minutes"):
         plot(runs, args.out / f"curves_{x_axis}.png", x_axis)
+    last = list(budgets)[-1]
+    heatmaps({name: run for name, run in zip(results, runs) if name.endswith(last)}, args.out / "heatmaps.png")
 
 
 if __name__ == "__main__":

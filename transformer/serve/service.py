@@ -8,7 +8,7 @@ import time
 from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig, ServeSettings
 from transformer.fast_inference import inference_copy
-from transformer.plotting import attention_matrix
+from transformer.plotting import attention_matrix, attention_tokens
 from transformer.serve.batcher import Batcher, BatchInfo, Job
 from transformer.serve.decode import Result, decode_batch, decoding_settings
 from transformer.serve.schemas import AttentionRequest, DecodingOptions, TranslateRequest
@@ -173,9 +173,10 @@ class Service:
             return [[round(w, 4) for w in row] for row in weights.cpu().tolist()]
 
         weights = await asyncio.to_thread(matrix)
+        source_tokens, target_tokens = attention_tokens(self.tokenizer, src_ids, tgt_ids)
         return answer_head(self.name, decoded, start) | {
             "translation": self.tokenizer.decode_tgt([tgt_ids])[0],
-            "source_tokens": [self.tokenizer.src.id_to_piece(i) for i in src_ids] + ["</s>"],
-            "target_tokens": [self.tokenizer.tgt.id_to_piece(i) for i in tgt_ids] + ["</s>"],
+            "source_tokens": source_tokens,
+            "target_tokens": target_tokens,
             "weights": weights,
         }
