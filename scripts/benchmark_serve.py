@@ -5,7 +5,7 @@ sentences of a file one per request from 1, 8, 32 and 64 concurrent clients, and
 with offline translation of the same sentences (the whole file in one `Translator.search`,
 as `transformer-translate input=FILE` does after loading, and one sentence at a time).
 
-    python scripts/benchmark_serve.py --checkpoint RUN_DIR                 # Multi30k test 2016, 256 sentences
+    python scripts/benchmark_serve.py --checkpoint RUN_DIR                 # Multi30k test 2016, 1,000 sentences
     python scripts/benchmark_serve.py --checkpoint RUN_DIR --sentences 64 --clients 1 8 --json
 
 Needs the serve extra (pip install -e '.[serve]'). Figures from a busy machine are noisy: say so.
@@ -199,7 +199,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True, help="run directory or .safetensors file")
     parser.add_argument("--file", default=DEFAULT_FILE, help="French sentences, one per line (.gz or plain)")
-    parser.add_argument("--sentences", type=int, default=256)
+    parser.add_argument("--sentences", type=int, default=1000, help="the first N of the file")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
     parser.add_argument("--decoding", default="beam", choices=["greedy", "beam"], help="configs/decoding/*.yaml")
     parser.add_argument("--threads", type=int, default=0, help="torch threads, offline and in the server; 0 = default")

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from tests.conftest import WORDS_EN, WORDS_FR
 from transformer.checkpoint import load_checkpoint, save_checkpoint
-from transformer.config import DecodingConfig, ModelConfig, ServeSettings, TokenizerConfig
+from transformer.config import DecodingConfig, ModelConfig, RNNConfig, ServeSettings, TokenizerConfig
 from transformer.model import build_model
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 from transformer.translator import Translator
@@ -33,13 +33,23 @@ def offline_ids(service, sentence: str, **settings) -> list[int]:
     return Translator(service.model, service.tokenizer, cfg).search([sentence])[0][1][0].tokens
 
 
-def write_checkpoint(path: Path) -> Path:
-    """A random tiny model with a joint SentencePiece vocabulary of the test words: fast, deterministic."""
+def write_checkpoint(path: Path, family: str = "transformer") -> Path:
+    """A random tiny model (a Transformer, or Bahdanau's RNN) with a joint SentencePiece vocabulary of the test
+    words: fast, deterministic."""
     sentences = [" ".join(WORDS_FR[i:] + WORDS_EN[:i]) for i in range(len(WORDS_FR))] * 5
     proto = train_sentencepiece(iter(sentences), TokenizerConfig(vocab_size=60))
     tokenizer = Tokenizer(proto, proto)
+    rnn = RNNConfig(embedding_dim=16, encoder_hidden=16, decoder_hidden=32, attention_dim=16)
     cfg = ModelConfig(
-        d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64, dropout=0.0, max_positions=64
+        family=family,
+        d_model=32,
+        n_heads=4,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        d_ff=64,
+        dropout=0.0,
+        max_positions=64,
+        rnn=rnn,
     )
     torch.manual_seed(0)
     model = build_model(cfg, tokenizer).eval()

@@ -67,8 +67,8 @@ def test_a_lone_client_never_waits():
         batcher.stop()
 
 
-def test_clients_answered_together_are_waited_for():
-    batcher, _ = recording_batcher(max_wait_ms=300.0)
+def test_clients_answered_together_are_waited_for_until_as_many_are_back():
+    batcher, _ = recording_batcher(max_wait_ms=1000.0)
     pair = [batcher.submit(job([w])) for w in ("x", "y")]  # concurrent traffic, queued before the thread starts
     batcher.start()
     try:
@@ -78,7 +78,11 @@ def test_clients_answered_together_are_waited_for():
         time.sleep(0.1)  # the other client of the last batch comes back a little later
         second = batcher.submit(job(["b"]))
         assert first.result(timeout=10)[1] is second.result(timeout=10)[1]  # still one batch
-        assert 0.25 < time.monotonic() - start < 5  # the wait ran out: max_wait after the thread became free
+        assert 0.1 <= time.monotonic() - start < 0.8  # started when both were back, not at max_wait
+        start = time.monotonic()
+        alone = batcher.submit(job(["c"]))  # only one of the two comes back: the wait runs out
+        assert alone.result(timeout=10)[1].requests == 1
+        assert 0.9 < time.monotonic() - start < 5
     finally:
         batcher.stop()
 

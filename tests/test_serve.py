@@ -79,6 +79,19 @@ def test_attention_is_target_by_source_and_each_row_sums_to_one(server):
     assert bad.status_code == 422 and "2 decoder layers" in bad.json()["error"]
 
 
+def test_an_rnn_checkpoint_is_served_with_no_extra_setting(tmp_path):
+    checkpoint = write_checkpoint(tmp_path / "rnn.safetensors", family="rnn")
+    with running_server(checkpoint, max_wait_ms=5.0) as (url, service):
+        answer = httpx.post(f"{url}/translate", json={"text": "un chien rouge. le chat dort."}, timeout=60).json()
+        sentences = answer["translations"][0]["sentences"]
+        assert [s["translation"] for s in sentences] == offline(service, ["un chien rouge.", "le chat dort."])
+        attention = httpx.post(f"{url}/attention", json={"text": "un chat", "layer": 0}, timeout=60).json()
+        assert len(attention["weights"]) == len(attention["target_tokens"])
+        assert all(abs(sum(row) - 1) < 0.01 for row in attention["weights"])
+        bad = httpx.post(f"{url}/attention", json={"text": "un chat", "layer": 1})
+        assert bad.status_code == 422 and "1 decoder layers" in bad.json()["error"]
+
+
 BAD_BODIES = [
     (b'{"text": ', 400, "not valid JSON"),
     (b'{"text": "\xff\xfe un chien"}', 400, "UTF-8"),

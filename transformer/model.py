@@ -214,6 +214,11 @@ class Transformer(nn.Module):
         memory, src_mask = self.encode(src)
         return self.decode(tgt_in, memory, src_mask)
 
+    @property
+    def cross_attention_layers(self) -> int:
+        """How many layers `cross_attention` gives weights for."""
+        return len(self.decoder)
+
     @torch.inference_mode()
     def cross_attention(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced cross-attention probabilities (layers, B, H, T, S) for `tgt_in` given `src`."""

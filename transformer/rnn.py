@@ -162,6 +162,11 @@ class RNNModel(nn.Module):
         memory, mask = self.encode(src)
         return self.decode(tgt_in, memory, mask)
 
+    @property
+    def cross_attention_layers(self) -> int:
+        """How many layers `cross_attention` gives weights for: the one attention between decoder and encoder."""
+        return 1
+
     @torch.inference_mode()
     def cross_attention(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced attention weights (layers=1, B, heads=1, T, S), as the Transformer's plots expect."""

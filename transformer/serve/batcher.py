@@ -1,8 +1,9 @@
 """Dynamic batching: requests that arrive close together with the same settings share one search.
 
 Decoding threads take the oldest waiting job, wait up to `max_wait_s` for more jobs with the
-same key when traffic is concurrent (see `Batcher._take`), and decode the jobs of that key in arrival order up to
-`max_batch_tokens` source tokens (the first job always goes, whatever its size). A job whose
+same key when traffic is concurrent, but no longer than until as many have come as the thread's last batch had
+(see `Batcher._take`), and decode the jobs of that key in arrival order up to `max_batch_tokens` source tokens
+(the first job always goes, whatever its size). A job whose
 caller gave up (timeout, disconnect) before its batch started is dropped unseen.
 """
 
@@ -94,8 +95,19 @@ class Batcher:
         self._threads = [threading.Thread(target=self._work, name=f"decode-{i}", daemon=True) for i in range(workers)]
 
     def start(self) -> None:
+        """Decode in `workers` threads of their own."""
         for thread in self._threads:
             thread.start()
+
+    def run(self) -> None:
+        """Decode in the calling thread, and in `workers` - 1 threads of their own, until `stop()`.
+
+        Call it from the main thread: an OpenMP region that torch opens from any other thread costs ~45 µs instead
+        of ~1 µs, which makes a search up to 2× slower (docs/serving.md).
+        """
+        for thread in self._threads[1:]:
+            thread.start()
+        self._work()
 
     def stop(self) -> None:
         """Finish the batch in progress, fail the waiting jobs, end the threads."""
@@ -103,7 +115,8 @@ class Batcher:
             self._stopping = True
             self._cond.notify_all()
         for thread in self._threads:
-            thread.join(timeout=60)
+            if thread.ident is not None and thread is not threading.current_thread():
+                thread.join(timeout=60)
         for job in self._pending:
             if job.future.set_running_or_notify_cancel():
                 job.future.set_exception(RuntimeError("the server is shutting down"))
@@ -132,12 +145,13 @@ class Batcher:
                 tokens += job.n_tokens
         return batch
 
-    def _take(self, free_since: float, concurrent: bool) -> list[Job] | None:
+    def _take(self, free_since: float, expect: int) -> list[Job] | None:
         """The next batch of live jobs.
 
-        Under concurrent traffic (the last batch had several jobs, or several are waiting) the batch waits
+        Under concurrent traffic (the last batch had `expect` > 1 jobs, or several are waiting) the batch waits
         until `max_wait_s` after the later of its oldest job's arrival and the thread becoming free, so the
-        clients answered together by the last batch can come back; a lone client never waits.
+        clients answered together by the last batch can come back; it starts as soon as `expect` jobs are in it
+        (they are back), and a lone client never waits.
         """
         with self._cond:
             while True:
@@ -149,8 +163,8 @@ class Batcher:
                 first = self._pending[0]
                 batch = self._batch_of(first)
                 left = max(first.arrived, free_since) + self.max_wait_s - time.monotonic()
-                full = sum(job.n_tokens for job in batch) >= self.max_batch_tokens
-                waits = self.batching and (concurrent or len(self._pending) > 1)
+                full = sum(job.n_tokens for job in batch) >= self.max_batch_tokens or len(batch) >= max(expect, 2)
+                waits = self.batching and (expect > 1 or len(self._pending) > 1)
                 if waits and left > 0 and not full:
                     self._cond.wait(timeout=left)  # others may still come
                     continue
@@ -161,9 +175,9 @@ class Batcher:
                     return live
 
     def _work(self) -> None:
-        free_since, concurrent = time.monotonic(), False
-        while (batch := self._take(free_since, concurrent)) is not None:
-            concurrent = len(batch) > 1
+        free_since, expect = time.monotonic(), 1
+        while (batch := self._take(free_since, expect)) is not None:
+            expect = len(batch)
             sentences = [s for job in batch for s in job.sentences]
             start = time.perf_counter()
             try:

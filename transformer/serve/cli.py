@@ -1,6 +1,8 @@
 """`transformer-serve`: load a checkpoint once and serve it over HTTP (docs/serving.md)."""
 
 import logging
+import signal
+import threading
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -34,7 +36,33 @@ def main(cfg: DictConfig) -> None:
         log.info(
             "serving %s on http://%s:%d (the page at /, the API at /docs)", service.name, settings.host, settings.port
         )
-        uvicorn.run(create_app(service), host=settings.host, port=settings.port, log_config=None, access_log=False)
+        app = create_app(service, decoding_threads=False)
+        server = uvicorn.Server(uvicorn.Config(app, settings.host, settings.port, log_config=None, access_log=False))
+        serve(server, service.batcher)
+        if not server.started:
+            raise UserError(f"could not serve on {settings.host}:{settings.port} (the reason is logged above)")
+
+
+def serve(server, batcher) -> None:
+    """HTTP in a thread, searches in this (main) thread, where torch's parallel regions start fastest, until
+    SIGINT/SIGTERM (a second one stops at once) or the server ends."""
+
+    def http() -> None:
+        try:
+            server.run()
+        finally:
+            batcher.stop()  # also when the server could not start
+
+    def on_signal(signum, frame) -> None:
+        server.force_exit = server.should_exit
+        server.should_exit = True
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
+    thread = threading.Thread(target=http, name="http")
+    thread.start()
+    batcher.run()
+    thread.join()
 
 
 if __name__ == "__main__":

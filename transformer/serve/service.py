@@ -160,7 +160,7 @@ class Service:
         """The sentence's best translation and its cross-attention (target tokens × source tokens)."""
         start = time.monotonic()
         self._check([request.text])
-        layers = len(self.model.decoder)
+        layers = self.model.cross_attention_layers
         if request.layer is not None and not -layers <= request.layer < layers:
             raise RequestError(422, f"layer={request.layer}: the model has {layers} decoder layers")
         decoded = await self.decode([request.text.strip()], request)
