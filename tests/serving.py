@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import shutil
 import socket
 import threading
 import time
@@ -19,6 +20,19 @@ from transformer.tokenizer import Tokenizer, train_sentencepiece
 from transformer.translator import Translator
 
 DEFAULTS = DecodingConfig(strategy="beam", beam_size=3, max_len_b=6)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+# Without the background-networking flags Chromium tries to reach the internet, which a closed network refuses.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DRAWN = "document.getElementById('heatmap').dataset.title"
 
 
 def offline(service, sentences: list[str], **settings) -> list[str]:

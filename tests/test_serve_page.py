@@ -1,28 +1,13 @@
 """The page in a real browser (the system Chromium via Playwright): type, click, read the translation and heatmap."""
 
 import os
-import shutil
 
 import pytest
 
 pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: pip install -e '.[dev,serve]'")
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (the dev extra)")
 
-from tests.serving import offline, offline_ids, running_server, write_checkpoint  # noqa: E402
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
-# Without the background-networking flags Chromium tries to reach the internet, which a closed network refuses.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-DRAWN = "document.getElementById('heatmap').dataset.title"
+from tests.serving import CHROMIUM, CHROMIUM_ARGS, DRAWN, offline, offline_ids, running_server, write_checkpoint  # noqa: E402
 
 
 def painted_cells(page) -> int:
