@@ -17,6 +17,7 @@ import gzip
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from omegaconf import OmegaConf
 
 from transformer.checkpoint import load_checkpoint
 from transformer.config import DecodingConfig
+from transformer.fast_inference import inference_copy
 from transformer.translator import Translator
 
 DEFAULT_FILE = "/work/shared/data/multi30k/test_2016_flickr.fr.gz"
@@ -45,14 +47,18 @@ def read_sentences(path: str, n: int) -> list[str]:
         return [line.strip() for line in f if line.strip()][:n]
 
 
-def offline(checkpoint: str, sentences: list[str], decoding: DecodingConfig) -> dict:
-    """Offline throughput (one search over all) and single-sentence latencies, after loading."""
+def offline(checkpoint: str, sentences: list[str], decoding: DecodingConfig, rounds: int) -> dict:
+    """Offline throughput (one search over all, median of `rounds`) and single-sentence latencies, after loading
+    and packing the weights once (as the server does)."""
     ckpt = load_checkpoint(checkpoint)
-    translator = Translator(ckpt.model, ckpt.tokenizer, decoding)
+    translator = Translator(inference_copy(ckpt.model), ckpt.tokenizer, decoding)
     translator.translate(sentences[:8])  # warm-up
-    start = time.perf_counter()
-    translator.translate(sentences)
-    seconds = time.perf_counter() - start
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        translator.translate(sentences)
+        times.append(time.perf_counter() - start)
+    seconds = statistics.median(times)
     singles = []
     for sentence in sentences:
         start = time.perf_counter()
@@ -195,6 +201,15 @@ def serve_rows(args, sentences: list[str], batching: bool) -> list[dict]:
     return rows
 
 
+def medians(runs: list[list[dict]]) -> list[dict]:
+    """Rows of the same batching mode and clients over several runs: the median of each figure."""
+    rows = []
+    for same in zip(*runs):
+        figures = {key: statistics.median(row[key] for row in same) for key in same[0] if key.startswith(("p", "sent"))}
+        rows.append({"batching": same[0]["batching"], "clients": same[0]["clients"], **figures})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True, help="run directory or .safetensors file")
@@ -204,6 +219,7 @@ def main() -> None:
     parser.add_argument("--decoding", default="beam", choices=["greedy", "beam"], help="configs/decoding/*.yaml")
     parser.add_argument("--threads", type=int, default=0, help="torch threads, offline and in the server; 0 = default")
     parser.add_argument("--max-wait-ms", type=float, help="serve.max_wait_ms; default: the server's")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of everything; the tables give medians")
     parser.add_argument("--batching", nargs="+", default=["on", "off"], choices=["on", "off"], help="server modes")
     parser.add_argument("--client", default="raw", choices=["raw", "httpx"], help="the load generator's HTTP client")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")
@@ -214,10 +230,17 @@ def main() -> None:
     decoding = OmegaConf.to_object(
         OmegaConf.merge(OmegaConf.structured(DecodingConfig), OmegaConf.load(f"configs/decoding/{args.decoding}.yaml"))
     )
-    base = offline(args.checkpoint, sentences, decoding)
+    base = offline(args.checkpoint, sentences, decoding, args.rounds)
     file_seconds = file_translation(args.checkpoint, sentences, args.decoding, args.threads)
-    rows = [row for mode in args.batching for row in serve_rows(args, sentences, mode == "on")]
-    print(f"{len(sentences)} sentences, decoding={args.decoding}, torch threads {torch.get_num_threads()}")
+    rows = [
+        row
+        for mode in args.batching
+        for row in medians([serve_rows(args, sentences, mode == "on") for _ in range(args.rounds)])
+    ]
+    threads = torch.get_num_threads()
+    print(f"{len(sentences)} sentences, decoding={args.decoding}, torch threads {threads}, {args.rounds} rounds")
+    rate = len(sentences) / file_seconds
+    print(f"transformer-translate input=FILE: {file_seconds:.1f} s with loading, {rate:.1f} sentences/s")
     print(
         f"offline: {base['sentences_per_s']:.1f} sentences/s in one search; one sentence alone: "
         f"p50 {1000 * base['single_p50']:.0f} ms, p95 {1000 * base['single_p95']:.0f} ms\n"
