@@ -203,8 +203,11 @@ def test_the_console_script_serves_and_rejects_a_bad_setting(checkpoint, tmp_pat
                 assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "log").read_text()
                 time.sleep(0.2)
         assert answer.status_code == 200 and answer.json()["settings"]["strategy"] == "greedy"
+        taken = subprocess.run(args, capture_output=True, text=True, timeout=120)  # the same port again
+        assert taken.returncode == 2 and f"could not serve on 127.0.0.1:{port}" in taken.stderr
     finally:
         process.terminate()
         process.wait(timeout=30)
+    assert process.returncode == 0  # SIGTERM: a clean shutdown
     log = (tmp_path / "log").read_text()
     assert "POST /translate 200 7 chars, 1 sentences, batch 1 (1 requests, 1 sentences)" in log

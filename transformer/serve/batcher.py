@@ -1,10 +1,10 @@
 """Dynamic batching: requests that arrive close together with the same settings share one search.
 
-Decoding threads take the oldest waiting job, wait up to `max_wait_s` for more jobs with the
-same key when traffic is concurrent, but no longer than until as many have come as the thread's last batch had
-(see `Batcher._take`), and decode the jobs of that key in arrival order up to `max_batch_tokens` source tokens
-(the first job always goes, whatever its size). A job whose
-caller gave up (timeout, disconnect) before its batch started is dropped unseen.
+The decoding loops (`run()` in the main thread, or threads of their own) take the oldest waiting job, wait up to
+`max_wait_s` for more jobs with the same key when traffic is concurrent, but only until as many have come as the
+loop's last batch had (see `Batcher._take`), and decode the jobs of that key in arrival order up to
+`max_batch_tokens` source tokens (the first job always goes, whatever its size). A job whose caller gave up
+(timeout, disconnect) before its batch started is dropped unseen.
 """
 
 import itertools
