@@ -69,6 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     work = [layer_norm_us] + ([searches(args.checkpoint, args.file)] if args.checkpoint else [])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    layer_norm_us()  # warm-up: the first regions of a process are slower still
     for where, run in (("main thread", lambda w: w()), ("worker thread", in_a_thread), ("main thread", lambda w: w())):
         print(f"{where:13}: " + "; ".join(run(w) for w in work), flush=True)
 

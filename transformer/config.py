@@ -235,7 +235,7 @@ class ServeSettings:
     max_chars: int = 5000  # per text
     max_texts: int = 64  # per request
     timeout_s: float = 30.0  # a request not answered by then gets a 503
-    workers: int = 1  # decoding threads
+    workers: int = 1  # decoding loops: the main thread, plus workers - 1 threads
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default
 
 

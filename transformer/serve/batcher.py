@@ -102,8 +102,8 @@ class Batcher:
     def run(self) -> None:
         """Decode in the calling thread, and in `workers` - 1 threads of their own, until `stop()`.
 
-        Call it from the main thread: an OpenMP region that torch opens from any other thread costs ~45 µs instead
-        of ~1 µs, which makes a search up to 2× slower (docs/serving.md).
+        Call it from the main thread: an OpenMP region that torch opens from any other thread costs tens of µs instead
+        of a few, which makes a search up to 2× slower (docs/serving.md).
         """
         for thread in self._threads[1:]:
             thread.start()
