@@ -205,8 +205,8 @@ def medians(runs: list[list[dict]]) -> list[dict]:
     """Rows of the same batching mode and clients over several runs: the median of each figure."""
     rows = []
     for same in zip(*runs):
-        figures = {key: statistics.median(row[key] for row in same) for key in same[0] if key.startswith(("p", "sent"))}
-        rows.append({"batching": same[0]["batching"], "clients": same[0]["clients"], **figures})
+        figures = ("sentences_per_s", "p50", "p95", "p99")
+        rows.append(same[0] | {key: statistics.median(row[key] for row in same) for key in figures})
     return rows
 
 

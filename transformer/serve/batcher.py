@@ -115,7 +115,7 @@ class Batcher:
             self._stopping = True
             self._cond.notify_all()
         for thread in self._threads:
-            if thread.ident is not None and thread is not threading.current_thread():
+            if thread.ident is not None:  # started
                 thread.join(timeout=60)
         for job in self._pending:
             if job.future.set_running_or_notify_cancel():
@@ -163,9 +163,10 @@ class Batcher:
                 first = self._pending[0]
                 batch = self._batch_of(first)
                 left = max(first.arrived, free_since) + self.max_wait_s - time.monotonic()
-                full = sum(job.n_tokens for job in batch) >= self.max_batch_tokens or len(batch) >= max(expect, 2)
+                full = sum(job.n_tokens for job in batch) >= self.max_batch_tokens
+                back = len(batch) >= max(expect, 2)  # as many as the last batch had are here
                 waits = self.batching and (expect > 1 or len(self._pending) > 1)
-                if waits and left > 0 and not full:
+                if waits and left > 0 and not (full or back):
                     self._cond.wait(timeout=left)  # others may still come
                     continue
                 for job in batch:
