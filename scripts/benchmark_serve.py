@@ -8,6 +8,10 @@ as `transformer-translate input=FILE` does after loading, and one sentence at a 
     python scripts/benchmark_serve.py --checkpoint RUN_DIR                 # Multi30k test 2016, 1,000 sentences
     python scripts/benchmark_serve.py --checkpoint RUN_DIR --sentences 64 --clients 1 8 --json
 
+Besides throughput and latency, each row gives what its searches were: mean sentences per search (`batch`), the
+share of the wall time the server spent searching (`searching`) and the sentences per second of searching (`search
+rate`), read from the answers' `batch` fields; throughput = searching × search rate.
+
 Needs the serve extra (pip install -e '.[serve]'). Figures from a busy machine are noisy: say so.
 """
 
@@ -144,10 +148,16 @@ class RawClient:
             await self.writer.wait_closed()
 
 
-async def load(url: str, sentences: list[str], clients: int, kind: str) -> tuple[float, list[float]]:
-    """Wall time and per-request latencies of `clients` clients sharing the sentences, one per request."""
+async def load(url: str, sentences: list[str], clients: int, kind: str) -> tuple[float, list[float], dict]:
+    """Wall time, per-request latencies and the batches answered ({id: (sentences, decode ms)}) of `clients`
+    clients sharing the sentences, one per request."""
     todo = list(reversed(sentences))
     latencies: list[float] = []
+    batches: dict[int, tuple[int, float]] = {}
+
+    def record(body: bytes) -> None:
+        batch = json.loads(body)["batch"]
+        batches[batch["id"]] = (batch["sentences"], batch["decode_ms"])
 
     async def raw_client() -> None:
         http = RawClient(url)
@@ -155,9 +165,10 @@ async def load(url: str, sentences: list[str], clients: int, kind: str) -> tuple
             while todo:
                 sentence = todo.pop()
                 start = time.perf_counter()
-                status, _ = await http.post("/translate", {"text": sentence, "split": False})
+                status, body = await http.post("/translate", {"text": sentence, "split": False})
                 assert status == 200, status
                 latencies.append(time.perf_counter() - start)
+                record(body)
         finally:
             await http.close()
 
@@ -169,11 +180,12 @@ async def load(url: str, sentences: list[str], clients: int, kind: str) -> tuple
                 response = await http.post(f"{url}/translate", json={"text": sentence, "split": False})
                 response.raise_for_status()
                 latencies.append(time.perf_counter() - start)
+                record(response.content)
 
     client = raw_client if kind == "raw" else httpx_client
     start = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(clients)))
-    return time.perf_counter() - start, latencies
+    return time.perf_counter() - start, latencies, batches
 
 
 def serve_rows(args, sentences: list[str], batching: bool) -> list[dict]:
@@ -182,13 +194,17 @@ def serve_rows(args, sentences: list[str], batching: bool) -> list[dict]:
     try:
         asyncio.run(load(url, sentences[:16], 4, args.client))  # warm-up
         for clients in args.clients:
-            wall, latencies = asyncio.run(load(url, sentences, clients, args.client))
+            wall, latencies, batches = asyncio.run(load(url, sentences, clients, args.client))
+            search_s = sum(ms for _, ms in batches.values()) / 1000
             rows.append(
                 {
                     "batching": batching,
                     "clients": clients,
                     "sentences_per_s": len(sentences) / wall,
                     **{f"p{q}": percentile(latencies, q) for q in (50, 95, 99)},
+                    "batch_sentences": len(sentences) / len(batches),  # mean sentences per search
+                    "search_busy": search_s / wall,  # share of the wall time spent searching
+                    "search_rate": len(sentences) / search_s,  # sentences per second of searching
                 }
             )
             print(
@@ -205,7 +221,7 @@ def medians(runs: list[list[dict]]) -> list[dict]:
     """Rows of the same batching mode and clients over several runs: the median of each figure."""
     rows = []
     for same in zip(*runs):
-        figures = ("sentences_per_s", "p50", "p95", "p99")
+        figures = ("sentences_per_s", "p50", "p95", "p99", "batch_sentences", "search_busy", "search_rate")
         rows.append(same[0] | {key: statistics.median(row[key] for row in same) for key in figures})
     return rows
 
@@ -245,13 +261,15 @@ def main() -> None:
         f"offline: {base['sentences_per_s']:.1f} sentences/s in one search; one sentence alone: "
         f"p50 {1000 * base['single_p50']:.0f} ms, p95 {1000 * base['single_p95']:.0f} ms\n"
     )
-    print("| batching | clients | sentences/s | vs offline | p50 ms | p95 ms | p99 ms |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    head = "| batching | clients | sentences/s | vs offline | p50 ms | p95 ms | p99 ms"
+    print(f"{head} | batch | searching | search rate |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {'on' if r['batching'] else 'off'} | {r['clients']} | {r['sentences_per_s']:.1f} | "
             f"{r['sentences_per_s'] / base['sentences_per_s']:.0%} | {1000 * r['p50']:.0f} | "
-            f"{1000 * r['p95']:.0f} | {1000 * r['p99']:.0f} |"
+            f"{1000 * r['p95']:.0f} | {1000 * r['p99']:.0f} | {r['batch_sentences']:.1f} | "
+            f"{r['search_busy']:.0%} | {r['search_rate']:.0f} |"
         )
     if args.json:
         print(json.dumps({"offline": base, "file_seconds": file_seconds, "serve": rows}))

@@ -87,6 +87,33 @@ def test_clients_answered_together_are_waited_for_until_as_many_are_back():
         batcher.stop()
 
 
+def test_a_batch_also_waits_for_the_clients_of_the_last_batch_when_others_came_during_its_search():
+    searching = threading.Event()
+
+    def decode(sentences: list[str], settings) -> list[str]:
+        if "x" in sentences:
+            assert searching.wait(timeout=10)
+        return [s.upper() for s in sentences]
+
+    batcher = Batcher(decode, max_batch_tokens=100, max_wait_ms=1000.0)
+    pair = [batcher.submit(job([w])) for w in ("x", "y")]
+    batcher.start()
+    try:
+        time.sleep(0.1)  # x and y are being searched
+        came = batcher.submit(job(["z"]))
+        searching.set()
+        [f.result(timeout=10) for f in pair]
+        start = time.monotonic()
+        first = batcher.submit(job(["x2"]))
+        time.sleep(0.1)  # x and y's clients come back one after the other
+        second = batcher.submit(job(["y2"]))
+        infos = [f.result(timeout=10)[1] for f in (came, first, second)]
+        assert len({info.id for info in infos}) == 1 and infos[0].requests == 3  # not z and x2 without y2
+        assert time.monotonic() - start < 0.8  # started when all three were there, not at max_wait
+    finally:
+        batcher.stop()
+
+
 def test_a_given_up_job_is_not_decoded_and_an_error_reaches_only_its_batch():
     batcher, batches = recording_batcher(max_wait_ms=0.0)
     gone = batcher.submit(job(["gone"]))

@@ -1,10 +1,10 @@
 """Dynamic batching: requests that arrive close together with the same settings share one search.
 
 The decoding loops (`run()` in the main thread, or threads of their own) take the oldest waiting job, wait up to
-`max_wait_s` for more jobs with the same key when traffic is concurrent, but only until as many have come as the
-loop's last batch had (see `Batcher._take`), and decode the jobs of that key in arrival order up to
-`max_batch_tokens` source tokens (the first job always goes, whatever its size). A job whose caller gave up
-(timeout, disconnect) before its batch started is dropped unseen.
+`max_wait_s` for more jobs with the same key when traffic is concurrent, but only until the clients of the loop's
+last batch are back beside those that came during its search (see `Batcher._take`), and decode the jobs of that
+key in arrival order up to `max_batch_tokens` source tokens (the first job always goes, whatever its size). A job
+whose caller gave up (timeout, disconnect) before its batch started is dropped unseen.
 """
 
 import itertools
@@ -148,10 +148,10 @@ class Batcher:
     def _take(self, free_since: float, expect: int) -> list[Job] | None:
         """The next batch of live jobs.
 
-        Under concurrent traffic (the last batch had `expect` > 1 jobs, or several are waiting) the batch waits
-        until `max_wait_s` after the later of its oldest job's arrival and the thread becoming free, so the
-        clients answered together by the last batch can come back; it starts as soon as `expect` jobs are in it
-        (they are back), and a lone client never waits.
+        Under concurrent traffic (`expect` > 1, or several jobs are waiting) the batch waits until `max_wait_s`
+        after the later of its oldest job's arrival and the thread becoming free, so the clients answered together
+        by the last batch can come back; it starts as soon as `expect` jobs are in it (the last batch's, back, and
+        those that came during its search), and a lone client never waits.
         """
         with self._cond:
             while True:
@@ -164,7 +164,7 @@ class Batcher:
                 batch = self._batch_of(first)
                 left = max(first.arrived, free_since) + self.max_wait_s - time.monotonic()
                 full = sum(job.n_tokens for job in batch) >= self.max_batch_tokens
-                back = len(batch) >= max(expect, 2)  # as many as the last batch had are here
+                back = len(batch) >= max(expect, 2)  # the clients we know of are all here
                 waits = self.batching and (expect > 1 or len(self._pending) > 1)
                 if waits and left > 0 and not (full or back):
                     self._cond.wait(timeout=left)  # others may still come
@@ -178,21 +178,30 @@ class Batcher:
     def _work(self) -> None:
         free_since, expect = time.monotonic(), 1
         while (batch := self._take(free_since, expect)) is not None:
-            expect = len(batch)
-            sentences = [s for job in batch for s in job.sentences]
-            start = time.perf_counter()
-            try:
-                with self.model_lock.shared():
-                    results = self.decode(sentences, batch[0].settings)
-            except Exception as err:  # noqa: BLE001 - the callers get the error, the thread goes on
-                log.exception("batch of %d sentences failed", len(sentences))
-                for job in batch:
-                    job.future.set_exception(err)
-                free_since = time.monotonic()
-                continue
+            came = self._decode(batch)
             free_since = time.monotonic()
-            info = BatchInfo(next(self._ids), len(batch), len(sentences), 1000 * (time.perf_counter() - start))
-            offset = 0
+            expect = len(batch) + came  # the batch's clients will come back to join those that came meanwhile
+
+    def _decode(self, batch: list[Job]) -> int:
+        """One search over the batch's sentences; each job gets its own results, or the search's error.
+
+        Returns how many jobs with the batch's settings came during the search.
+        """
+        sentences = [s for job in batch for s in job.sentences]
+        start = time.perf_counter()
+        try:
+            with self.model_lock.shared():
+                results = self.decode(sentences, batch[0].settings)
+        except Exception as err:  # noqa: BLE001 - the callers get the error, the thread goes on
+            log.exception("batch of %d sentences failed", len(sentences))
             for job in batch:
-                job.future.set_result((results[offset : offset + len(job.sentences)], info))
-                offset += len(job.sentences)
+                job.future.set_exception(err)
+            return 0
+        with self._cond:
+            came = sum(job.key == batch[0].key for job in self._pending)
+        info = BatchInfo(next(self._ids), len(batch), len(sentences), 1000 * (time.perf_counter() - start))
+        offset = 0
+        for job in batch:
+            job.future.set_result((results[offset : offset + len(job.sentences)], info))
+            offset += len(job.sentences)
+        return came
