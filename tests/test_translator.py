@@ -8,7 +8,7 @@ import torch
 from tests.conftest import WORDS_EN, WORDS_FR, rebuilt, tiny_model
 from transformer.config import DecodingConfig, TokenizerConfig
 from transformer.decoding import SearchOptions
-from transformer.tokenizer import Tokenizer, train_sentencepiece
+from transformer.tokenizer import POOL_FROM, Tokenizer, train_sentencepiece
 from transformer.translator import Translator
 
 
@@ -49,6 +49,15 @@ def test_output_limit_is_a_times_source_plus_b():
 def test_every_strategy_translates():
     for strategy in ("greedy", "beam", "sample"):
         assert len(translator(strategy, beam_size=3).translate(["un chien", "le parc"])) == 2
+
+
+def test_lists_below_and_above_the_pool_size_tokenize_alike():
+    tokenizer = translator().tokenizer
+    sentences = [f"{w} {v} chien" for w in WORDS_FR for v in WORDS_FR] * (POOL_FROM // len(WORDS_FR) ** 2 + 1)
+    assert len(sentences) >= POOL_FROM  # SentencePiece's thread pool
+    ids = tokenizer.encode_src(sentences)
+    assert ids[:50] == tokenizer.encode_src(sentences[:50]) == [tokenizer.src.encode(s) for s in sentences[:50]]
+    assert tokenizer.decode_tgt(ids)[:50] == tokenizer.decode_tgt(ids[:50]) == tokenizer.tgt.decode(ids[:50])
 
 
 def test_weights_changed_in_place_between_calls_are_used():
