@@ -1,11 +1,13 @@
 """Dynamic batching without a model: who shares a search, the token cap, given-up jobs, errors."""
 
+import signal
 import threading
 import time
 
 import pytest
 
 from transformer.serve.batcher import Batcher, Job, SharedLock
+from transformer.serve.cli import serve
 
 
 def recording_batcher(**kwargs) -> tuple[Batcher, list]:
@@ -146,3 +148,36 @@ def test_exclusive_waits_for_shared_holders_and_keeps_them_out():
         events.append("exclusive")
     thread.join()
     assert events == ["shared in", "shared out", "exclusive"]
+
+
+class FakeServer:
+    """The part of `uvicorn.Server` that `serve()` uses."""
+
+    should_exit = force_exit = False
+
+    def run(self) -> None:
+        while not self.should_exit:
+            time.sleep(0.01)
+
+
+def test_serve_stops_on_a_signal_that_another_thread_received():
+    """The kernel may hand SIGTERM to any thread; the main thread, waiting for work, must still run its handler."""
+    batcher, _ = recording_batcher()
+    returned = threading.Event()
+
+    def signal_then_watch() -> None:
+        time.sleep(0.3)  # serve() waits for work in the main thread
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # to this thread, not the main one
+        if not returned.wait(timeout=5):
+            batcher.stop()  # the main thread never noticed: unblock it so that the test fails instead of hanging
+
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    threading.Thread(target=signal_then_watch).start()
+    start = time.monotonic()
+    try:
+        serve(FakeServer(), batcher)
+    finally:
+        returned.set()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert time.monotonic() - start < 2

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
+IDLE_WAKE_S = 0.25  # an idle decoding loop wakes this often (see `Batcher._take`)
 
 
 @dataclass
@@ -158,7 +159,9 @@ class Batcher:
                 if self._stopping:
                     return None
                 if not self._pending:
-                    self._cond.wait()
+                    # Not forever: a signal (SIGTERM) that the kernel gives another thread is handled in Python only
+                    # when the main thread runs again, and the main thread may be this one (`run()`).
+                    self._cond.wait(timeout=IDLE_WAKE_S)
                     continue
                 first = self._pending[0]
                 batch = self._batch_of(first)
