@@ -8,11 +8,12 @@ measures where the pool starts to pay on your machine (best of `--repeats` calls
 """
 
 import argparse
-import gzip
 import time
 from functools import partial
+from pathlib import Path
 
 from transformer.checkpoint import load_checkpoint
+from transformer.corpus import decode_line, raw_lines
 
 DEFAULT_FILE = "/work/shared/data/multi30k/train.fr.gz"
 
@@ -38,9 +39,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
     tokenizer = load_checkpoint(args.checkpoint).tokenizer
-    opener = gzip.open if args.file.endswith(".gz") else open
-    with opener(args.file, "rt", encoding="utf-8") as f:
-        lines = [line.strip() for _, line in zip(range(max(args.sizes)), f)]
+    raw = zip(range(max(args.sizes)), raw_lines(Path(args.file)))
+    lines = [decode_line(line, f"{args.file}:{i + 1}").strip() for i, line in raw]
     sp = tokenizer.src
     print("| sentences | encode, pool ms | encode, one by one ms | decode, pool ms | decode, one by one ms |")
     print("|---:|---:|---:|---:|---:|")

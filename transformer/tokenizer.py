@@ -23,11 +23,11 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 POOL_FROM = 64
 
 
-def _each(call, items: list, **options) -> list:
+def _each(call, items: list) -> list:
     """`call` (a SentencePiece encode or decode) on every item: one by one, or through its pool for large lists."""
     if len(items) < POOL_FROM:
-        return [call(item, **options) for item in items]
-    return call(items, **options)
+        return [call(item) for item in items]
+    return call(items)
 
 
 def train_sentencepiece(sentences: Iterator[str], cfg: TokenizerConfig) -> bytes:
