@@ -7,14 +7,15 @@ import torch
 
 from tests.conftest import write_corpus
 from transformer.batching import TrainBatches, collate, token_batches
-from transformer.config import DataConfig, SplitFiles
+from transformer.config import CleanConfig, DataConfig, SplitFiles
 from transformer.corpus import ParallelFiles, evaluation_splits, read_parallel, split_files, split_names
 from transformer.data import prepare
 from transformer.errors import UserError
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
-def files_config(corpus, tmp_path, **tokenizer) -> DataConfig:
+def files_config(corpus, tmp_path, clean: bool = False, **tokenizer) -> DataConfig:
+    """The toy corpus as `data=files`; cleaning off unless `clean` (tests/test_cleaning.py tests it)."""
     cfg = DataConfig(
         name="toy",
         src_lang="fr",
@@ -25,6 +26,8 @@ def files_config(corpus, tmp_path, **tokenizer) -> DataConfig:
         test={"test": dict(zip(("src", "tgt"), map(str, corpus["test"])))},
     )
     cfg.tokenizer.vocab_size = 60
+    if not clean:
+        cfg.clean = CleanConfig(max_ratio=0, duplicates=False, equal_sides=False, eval_overlap=False)
     for key, value in tokenizer.items():
         setattr(cfg.tokenizer, key, value)
     return cfg

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from transformer.mixture import Corpus, corpus_index, epoch_counts, epoch_positions
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def padding_fraction(lengths: np.ndarray, batches: list[np.ndarray]) -> float:
 
 
 class TrainBatches:
-    """The training split: a memory-mapped Arrow dataset plus a table of lengths.
+    """The training split: a memory-mapped Arrow dataset plus a table of lengths, and the corpora it mixes.
 
     Only the lengths live in memory; a batch's rows are read when it is collated,
     so a process touches just its own share of a corpus larger than memory.
@@ -92,11 +93,14 @@ class TrainBatches:
         batch_tokens: int,
         seed: int,
         sampling: tuple[Tokenizer, float] | None = None,
+        corpora: list[Corpus] | None = None,
     ):
         self.sampling = sampling  # (tokenizer, BPE-dropout): re-encode each batch's text with dropout
         self.ds = ds.select_columns(["src", "tgt"] if sampling else ["src_ids", "tgt_ids"])
         self.rows, self.lengths = rows, lengths  # kept dataset rows (N,), their (N, 2) lengths with EOS/BOS
         self.batch_tokens, self.seed = batch_tokens, seed
+        self.corpora = corpora or [Corpus("train", len(ds))]  # the split's corpora, their rows one after the other
+        self.owner = corpus_index(self.corpora, rows)  # (N,) the corpus of each kept pair
 
     @classmethod
     def from_dataset(
@@ -106,8 +110,10 @@ class TrainBatches:
         batch_tokens: int,
         seed: int,
         sampling: tuple[Tokenizer, float] | None = None,
+        corpora: list[Corpus] | None = None,
     ) -> "TrainBatches":
-        """Pairs longer than `max_len` tokens (with EOS) are dropped and counted; both use deterministic lengths."""
+        """Pairs longer than `max_len` tokens (with EOS) are dropped and counted; both use deterministic lengths.
+        (Prepared data holds none since the cleaning at prepare time: this is for a smaller `max_len`.)"""
         table = ds.with_format("numpy", columns=["src_len", "tgt_len"])[:]
         lengths = np.stack([table["src_len"], table["tgt_len"]], axis=1).astype(np.int32) + 1
         rows = np.flatnonzero(lengths.max(axis=1) <= max_len)
@@ -118,14 +124,21 @@ class TrainBatches:
                 len(lengths),
                 max_len,
             )
-        return cls(ds, rows, lengths[rows], batch_tokens, seed, sampling)
+        return cls(ds, rows, lengths[rows], batch_tokens, seed, sampling, corpora)
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def epoch(self, epoch: int) -> list[np.ndarray]:
-        """Batches (positions into the kept pairs) for `epoch`, deterministic given the seed."""
-        return token_batches(self.lengths, self.batch_tokens, np.random.default_rng([self.seed, epoch]))
+        """Batches (positions into the kept pairs) for `epoch`: each corpus's share by its weight, deterministic
+        given the seed. With every weight 1, every pair once, as without a mixture."""
+        positions = epoch_positions(self.owner, [c.weight for c in self.corpora], self.seed, epoch)
+        batches = token_batches(self.lengths[positions], self.batch_tokens, np.random.default_rng([self.seed, epoch]))
+        return [positions[b] for b in batches]
+
+    def pairs_per_corpus(self, batches: list[np.ndarray]) -> dict[str, int]:
+        """How many pairs of each corpus `batches` (an epoch's) hold."""
+        return epoch_counts(self.corpora, self.owner, np.concatenate(batches))
 
     def collate(self, indices: np.ndarray, epoch: int) -> Batch:
         """The padded batch of `indices`; with sampling, its segmentation depends on (seed, epoch, batch)."""
@@ -135,4 +148,6 @@ class TrainBatches:
         tokenizer, dropout = self.sampling
         state = np.random.SeedSequence([self.seed, epoch, int(indices[0])]).generate_state(2)
         src_seed, tgt_seed = (state % 0xFFFFFFFF).tolist()  # SentencePiece ignores the seed 2**32 - 1
-        return collate(*tokenizer.sample_pairs(pairs["src"], pairs["tgt"], dropout, (src_seed, tgt_seed)))
+        src_ids, tgt_ids = tokenizer.sample_pairs(pairs["src"], pairs["tgt"], dropout, (src_seed, tgt_seed))
+        tags = [tokenizer.tag_prefix(self.corpora[i].tag) for i in self.owner[indices]]
+        return collate([tag + ids for tag, ids in zip(tags, src_ids)], tgt_ids)

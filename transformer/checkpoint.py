@@ -99,6 +99,28 @@ def resolve_checkpoint(path: str) -> Path:
     return p
 
 
+def _unreadable(file: Path, err: Exception) -> UserError:
+    return UserError(f"{file} is not a readable checkpoint ({err}); it may be truncated or corrupted")
+
+
+def _check_format(file: Path, metadata: dict[str, str]) -> None:
+    if metadata.get("format") != FORMAT:
+        raise UserError(f"{file} is not a checkpoint of this tool (format {metadata.get('format')!r})")
+
+
+def read_header(path: str) -> tuple[Path, DictConfig, Tokenizer]:
+    """A checkpoint's file, training config and tokenizer, without its weights (for checks before any work)."""
+    file = resolve_checkpoint(path)
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            metadata = f.metadata() or {}
+            _check_format(file, metadata)
+            models = [f.get_tensor(f"tokenizer.{side}").numpy().tobytes() for side in ("src", "tgt")]
+    except (SafetensorError, OSError) as err:
+        raise _unreadable(file, err) from err
+    return file, OmegaConf.create(metadata["config"]), Tokenizer(*models)
+
+
 def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint:
     """Load a checkpoint file or run directory without executing any code from it."""
     file = resolve_checkpoint(path)
@@ -107,9 +129,8 @@ def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint
         with safe_open(str(file), framework="pt") as f:
             metadata = f.metadata() or {}
     except (SafetensorError, OSError) as err:
-        raise UserError(f"{file} is not a readable checkpoint ({err}); it may be truncated or corrupted") from err
-    if metadata.get("format") != FORMAT:
-        raise UserError(f"{file} is not a checkpoint of this tool (format {metadata.get('format')!r})")
+        raise _unreadable(file, err) from err
+    _check_format(file, metadata)
     tokenizer = Tokenizer(
         tensors.pop("tokenizer.src").numpy().tobytes(), tensors.pop("tokenizer.tgt").numpy().tobytes()
     )

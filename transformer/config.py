@@ -6,6 +6,7 @@ key or a wrong type fails before any work starts.
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -30,6 +31,34 @@ class TokenizerConfig:
     input_sentence_size: int = 2_000_000  # sentences sampled to train SentencePiece
 
 
+TAG_PATTERN = r"[A-Za-z0-9_-]+"  # a tag's name; its piece is <NAME>
+RESERVED_TAGS = ("pad", "s", "unk")  # <pad>, <s> and <unk> are SentencePiece's own pieces
+
+
+@dataclass
+class CleanConfig:
+    """Rules that drop training pairs (never val or test pairs) when the data is prepared; each is on by default.
+
+    Pairs with an empty side, and pairs with a side over `data.max_len` tokens, are always dropped."""
+
+    max_ratio: float = 3.0  # tokens of the longer side over those of the shorter (EOS included) above this; 0 = off
+    duplicates: bool = True  # repeats of an exact (source, target) pair within a corpus; the first is kept
+    equal_sides: bool = True  # pairs whose source equals their target
+    eval_overlap: bool = True  # pairs whose source or target equals a sentence of the val or a test split
+
+
+@dataclass
+class ExtraCorpus:
+    """A training corpus added to the main one (`data.extra_train.NAME`): two files, or a folder with both
+    languages' `train` files. A free-form mapping in the schema, so `+data.extra_train.NAME.KEY=...` can add it."""
+
+    src: str | None = None  # one sentence per line, plain or .gz
+    tgt: str | None = None
+    dir: str | None = None  # or a folder holding train.{lang} or train.{lang}.gz for data.src_lang and data.tgt_lang
+    weight: float = 1.0  # as data.weight
+    tag: str = ""  # as data.tag
+
+
 @dataclass
 class DataConfig:
     """Which corpus, which direction, and where its prepared form is cached."""
@@ -49,10 +78,18 @@ class DataConfig:
     train: SplitFiles | None = None
     val: SplitFiles | None = None
     test: dict[str, dict[str, str]] = field(default_factory=dict)  # NAME -> {src: PATH, tgt: PATH}
-    # More training pairs, e.g. another corpus, added to the training split (and to SentencePiece's input).
-    extra_train: dict[str, dict[str, str]] = field(default_factory=dict)  # NAME -> {src: PATH, tgt: PATH}
+    # More training corpora, e.g. another corpus or back-translations, added to the training split (and to
+    # SentencePiece's input), each with its own weight and tag.
+    extra_train: dict[str, dict[str, Any]] = field(default_factory=dict)  # NAME -> the keys of ExtraCorpus
+    # The main corpus's weight: how often each of its pairs is seen per epoch. Above 1 upsamples (2 = twice); below 1
+    # takes a fresh sample of that share each epoch, drawn from (trainer.seed, epoch) so a resumed run sees the same.
+    weight: float = 1.0
+    # The main corpus's tag: the piece <TAG> starts each of its source sentences (a reserved piece, never split and
+    # never produced by text); translate "as" this corpus with decoding.tag=TAG. "" = untagged.
+    tag: str = ""
+    clean: CleanConfig = field(default_factory=CleanConfig)
     prepared_dir: str = "data/prepared"  # tokenizers and tokenized Arrow datasets
-    max_len: int = 128  # training pairs longer than this (in tokens, either side) are dropped
+    max_len: int = 128  # training pairs longer than this (in tokens with EOS, either side) are dropped when prepared
     # BPE-dropout (Provilkov et al. 2020) of training pairs: each batch is re-encoded from its text with
     # this probability of skipping a merge (model_type=bpe); 0 = off. max_len and batch_tokens apply to
     # the deterministic segmentation. Val, test and translation always use the deterministic one.
@@ -151,6 +188,9 @@ class TrainerConfig:
     patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
     max_nonfinite: int = 20  # stop after this many consecutive skipped steps with a non-finite gradient (fp16 too)
     resume: str = ""  # "true": continue this run directory's last checkpoint; or a run dir / checkpoint path
+    # A run dir (its best checkpoint) or checkpoint to fine-tune: its weights and SentencePiece model(s), with a fresh
+    # optimizer, schedule, step count and best BLEU. The run folder's first launch only; later launches resume it.
+    init_from: str = ""
     precision: str = "fp32"  # fp32 | bf16 (autocast) | fp16 (autocast + gradient scaler)
     compile: bool = False  # torch.compile the model for training
     device: str = "auto"  # auto | cpu | cuda
@@ -180,6 +220,7 @@ class DecodingConfig:
     temperature: float = 1.0  # sampling
     seed: int = 0  # sampling
     batch_size: int = 64  # sentences per decoding batch
+    tag: str = ""  # translate "as" the training corpus with this tag (data.tag, data.extra_train.NAME.tag); "" = none
 
 
 @dataclass

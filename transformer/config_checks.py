@@ -5,7 +5,10 @@ values a type cannot: a negative dropout, n_best above the beam, an attention ki
 cannot serve its use. `check_config` collects every problem and raises one `UserError`.
 """
 
-from transformer.config import ATTENTION_USES, ENGINES, LENGTH_PENALTIES, STRATEGIES
+import re
+
+from transformer.config import ATTENTION_USES, ENGINES, LENGTH_PENALTIES, RESERVED_TAGS, STRATEGIES, TAG_PATTERN
+from transformer.corpus import extra_corpus
 from transformer.errors import UserError
 
 
@@ -71,7 +74,32 @@ def _check_attention(problems: list[str], a) -> None:
         _at_least(problems, f"model.attention.{key}", a[key], 1)
 
 
+def _tag(problems: list[str], key: str, tag) -> None:
+    if tag and (not re.fullmatch(TAG_PATTERN, str(tag)) or tag in RESERVED_TAGS):
+        problems.append(
+            f"{key}={tag!r} is not a tag name: letters, digits, _ and - (its piece is <NAME>), not "
+            + ", ".join(RESERVED_TAGS)
+        )
+
+
+def _check_corpus(problems: list[str], key: str, weight, tag) -> None:
+    """A training corpus's weight and tag (`key`: data or data.extra_train.NAME)."""
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+        problems.append(f"{key}.weight={weight!r} must be a number greater than 0")
+    _tag(problems, f"{key}.tag", tag)
+
+
 def _check_data(problems: list[str], d) -> None:
+    _check_corpus(problems, "data", d.weight, d.tag)
+    for name, entry in d.extra_train.items():
+        try:
+            extra = extra_corpus(name, entry)
+        except UserError as err:
+            problems.append(str(err))
+            continue
+        _check_corpus(problems, f"data.extra_train.{name}", extra.weight, extra.tag)
+    if not (d.clean.max_ratio == 0 or d.clean.max_ratio >= 1):
+        problems.append(f"data.clean.max_ratio={d.clean.max_ratio} must be 0 (off) or at least 1")
     _at_least(problems, "data.max_len", d.max_len, 1)
     _at_least(problems, "data.num_proc", d.num_proc, 1)
     _choice(problems, "data.tokenizer.model_type", d.tokenizer.model_type, ("bpe", "unigram"))
@@ -103,6 +131,12 @@ def _check_trainer(problems: list[str], t) -> None:
         _at_least(problems, f"trainer.{key}", t[key], 0)
     _at_least(problems, "trainer.num_threads", t.num_threads, 0)
     _device(problems, "trainer.device", t.device)
+    if t.resume and t.init_from:
+        problems.append(
+            "trainer.resume and trainer.init_from exclude each other: resume continues a run exactly (its weights, "
+            "optimizer, learning-rate schedule, step count and place in the data), init_from starts a new run from "
+            "a trained model's weights and vocabulary (fresh optimizer, schedule and step count); give one of them"
+        )
 
 
 def _check_serve(problems: list[str], s) -> None:
@@ -125,6 +159,7 @@ def _check_decoding(problems: list[str], d) -> None:
     if d.n_best > 1 and d.strategy != "beam":
         problems.append(f"decoding.n_best={d.n_best} needs decoding=beam (greedy and sampling give one hypothesis)")
     _positive(problems, "decoding.temperature", d.temperature)
+    _tag(problems, "decoding.tag", d.tag)
     if not 0 < d.top_p <= 1:
         problems.append(f"decoding.top_p={d.top_p} must be in (0, 1]")
 

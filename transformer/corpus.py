@@ -15,7 +15,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import IO
 
-from transformer.config import DataConfig
+from transformer.config import DataConfig, ExtraCorpus
 from transformer.errors import UserError
 from transformer.files import atomic_copy, atomic_write
 
@@ -54,16 +54,59 @@ def split_files(cfg: DataConfig, split: str) -> ParallelFiles:
     return ParallelFiles(base / f"{split}.{cfg.src_lang}.gz", base / f"{split}.{cfg.tgt_lang}.gz")
 
 
-def extra_train_files(cfg: DataConfig) -> dict[str, ParallelFiles]:
-    """The additional training corpora, `data.extra_train.NAME.src/tgt`, keyed `extra_train.NAME`."""
-    files = {
-        f"extra_train.{name}": _named_pair(pair, f"data.extra_train.{name}") for name, pair in cfg.extra_train.items()
-    }
-    for pair in files.values():
-        for path in (pair.src, pair.tgt):
-            if not path.exists():
-                raise UserError(f"missing corpus file {path}; check the data.extra_train.* paths")
+@dataclass(frozen=True)
+class TrainingCorpus:
+    """One corpus of the training split: the main one (named `data.name`) or a `data.extra_train.NAME`."""
+
+    name: str
+    files: ParallelFiles
+    weight: float = 1.0
+    tag: str = ""
+
+
+def extra_corpus(name: str, entry) -> ExtraCorpus:
+    """The settings of `data.extra_train.NAME` (a free-form mapping in the schema) with their defaults."""
+    fields = dict(entry)
+    unknown = sorted(set(fields) - set(ExtraCorpus.__dataclass_fields__))
+    if unknown:
+        valid = ", ".join(ExtraCorpus.__dataclass_fields__)
+        raise UserError(f"data.extra_train.{name}.{unknown[0]} is no setting; valid keys: {valid}")
+    return ExtraCorpus(**fields)
+
+
+def training_corpora(cfg: DataConfig) -> list[TrainingCorpus]:
+    """The main corpus's training split, then each `data.extra_train.NAME` (two files, or a folder) in order."""
+    corpora = [TrainingCorpus(cfg.name, split_files(cfg, cfg.train_split), cfg.weight, cfg.tag)]
+    for name, entry in cfg.extra_train.items():
+        extra = extra_corpus(name, entry)
+        corpora.append(TrainingCorpus(name, _extra_files(cfg, name, extra), extra.weight, extra.tag))
+    return corpora
+
+
+def _extra_files(cfg: DataConfig, name: str, extra: ExtraCorpus) -> ParallelFiles:
+    key = f"data.extra_train.{name}"
+    if name == cfg.name:
+        raise UserError(f"{key}: {name!r} is the main corpus's name (data.name); give this one another name")
+    if extra.dir is not None:
+        if extra.src is not None or extra.tgt is not None:
+            raise UserError(f"{key}: give either {key}.dir or {key}.src and {key}.tgt, not both")
+        return ParallelFiles(*(_train_file(Path(extra.dir), lang, key) for lang in (cfg.src_lang, cfg.tgt_lang)))
+    if extra.src is None or extra.tgt is None:
+        raise UserError(f"{key} needs both {key}.src and {key}.tgt, or a folder: {key}.dir")
+    files = ParallelFiles(Path(extra.src), Path(extra.tgt))
+    for path in (files.src, files.tgt):
+        if not path.exists():
+            raise UserError(f"missing corpus file {path}; check the {key} paths")
     return files
+
+
+def _train_file(folder: Path, lang: str, key: str) -> Path:
+    """A corpus folder's `train.{lang}` or `train.{lang}.gz`, whichever it holds."""
+    found = [path for path in (folder / f"train.{lang}", folder / f"train.{lang}.gz") if path.is_file()]
+    if len(found) != 1:
+        holds = "both" if found else "neither"
+        raise UserError(f"{key}.dir={folder} holds {holds} of train.{lang} and train.{lang}.gz; it needs exactly one")
+    return found[0]
 
 
 def _named_pair(pair: dict[str, str], key: str) -> ParallelFiles:

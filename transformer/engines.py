@@ -18,6 +18,7 @@ def load_engine(checkpoint: str, engine: str, decoding: DecodingConfig, device: 
     """
     if engine == "pytorch":
         ckpt: Checkpoint = load_checkpoint(checkpoint, pick_device(device))
+        ckpt.tokenizer.tag_prefix(decoding.tag)  # refuses a tag the model lacks before any translation
         return ckpt, Translator(ckpt.model, ckpt.tokenizer, decoding)
     if engine != "ctranslate2":
         raise UserError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
@@ -27,4 +28,5 @@ def load_engine(checkpoint: str, engine: str, decoding: DecodingConfig, device: 
         hint = "pip install -e '.[export]'"
         raise UserError(f"engine=ctranslate2 needs the ctranslate2 package ({err}): {hint}") from err
     translator = CTranslate2Translator(checkpoint, decoding, device=device)
+    translator.tokenizer.tag_prefix(decoding.tag)
     return translator.export, translator

@@ -1,7 +1,8 @@
 """SentencePiece subword models for the source and target side.
 
-Ids: 0 = <pad>, 1 = <s> (BOS), 2 = </s> (EOS), 3 = <unk>; subwords follow.
-With a joint vocabulary one model serves both sides.
+Ids: 0 = <pad>, 1 = <s> (BOS), 2 = </s> (EOS), 3 = <unk>; then the corpus tags (<NAME>, user-defined pieces
+reserved when the model is trained); subwords follow. With a joint vocabulary one model serves both sides.
+A tag is put before a sentence's ids, never read from text: text that spells a tag gets the pieces of its characters.
 """
 
 import io
@@ -10,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
 
 from transformer.config import TokenizerConfig
 from transformer.errors import UserError
@@ -30,14 +32,19 @@ def _each(call, items: list) -> list:
     return call(items)
 
 
-def train_sentencepiece(sentences: Iterator[str], cfg: TokenizerConfig) -> bytes:
-    """Train a SentencePiece model on `sentences`; returns the serialized model.
+def tag_piece(tag: str) -> str:
+    """The piece of a corpus tag: <NAME>."""
+    return f"<{tag}>"
+
+
+def train_sentencepiece(sentences: Iterator[str], cfg: TokenizerConfig, tags: Iterable[str] = ()) -> bytes:
+    """Train a SentencePiece model on `sentences`, with the pieces of `tags` reserved; returns the serialized model.
 
     `vocab_size` is a ceiling: a corpus too small for it gets a smaller vocabulary.
     """
     model = io.BytesIO()
     try:
-        _train(sentences, model, cfg)
+        _train(sentences, model, cfg, [tag_piece(t) for t in tags])
     except RuntimeError as err:  # SentencePiece's errors about the settings, e.g. a vocabulary below the characters
         raise UserError(
             f"SentencePiece cannot train with data.tokenizer.vocab_size={cfg.vocab_size} "
@@ -47,7 +54,8 @@ def train_sentencepiece(sentences: Iterator[str], cfg: TokenizerConfig) -> bytes
     return model.getvalue()
 
 
-def _train(sentences: Iterator[str], model: io.BytesIO, cfg: TokenizerConfig) -> None:
+def _train(sentences: Iterator[str], model: io.BytesIO, cfg: TokenizerConfig, symbols: list[str]) -> None:
+    reserved = {"user_defined_symbols": symbols} if symbols else {}
     spm.SentencePieceTrainer.train(
         sentence_iterator=sentences,
         model_writer=model,
@@ -62,7 +70,30 @@ def _train(sentences: Iterator[str], model: io.BytesIO, cfg: TokenizerConfig) ->
         eos_id=EOS_ID,
         unk_id=UNK_ID,
         minloglevel=2,
+        **reserved,
     )
+
+
+def _user_defined(model: bytes) -> dict[int, str]:
+    """The user-defined pieces (the tags) of a serialized model, by id."""
+    proto = sentencepiece_model_pb2.ModelProto.FromString(model)
+    kind = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
+    return {i: p.piece for i, p in enumerate(proto.pieces) if p.type == kind}
+
+
+class _Tags:
+    """One side's tag pieces: their ids, and the ids of their characters for text that merely spells one."""
+
+    def __init__(self, processor: spm.SentencePieceProcessor, model: bytes):
+        self.ids = _user_defined(model)
+        self.spelled = {i: [processor.piece_to_id(c) for c in piece] for i, piece in self.ids.items()}
+        self.below = max(self.ids, default=-1) + 1  # every tag id is below this
+
+    def untagged(self, ids: list[list[int]]) -> list[list[int]]:
+        """`ids` of text with any tag piece replaced by its characters' pieces (only text spelling a tag has one)."""
+        if not self.ids:
+            return ids
+        return [[j for t in x for j in self.spelled.get(t, (t,))] if x and min(x) < self.below else x for x in ids]
 
 
 class Tokenizer:
@@ -72,6 +103,8 @@ class Tokenizer:
         self.src_model, self.tgt_model = src_model, tgt_model
         self.src = spm.SentencePieceProcessor(model_proto=src_model)
         self.tgt = self.src if tgt_model == src_model else spm.SentencePieceProcessor(model_proto=tgt_model)
+        self._src_tags = _Tags(self.src, src_model)
+        self._tgt_tags = self._src_tags if self.joint else _Tags(self.tgt, tgt_model)
 
     @property
     def joint(self) -> bool:
@@ -85,13 +118,33 @@ class Tokenizer:
     def tgt_vocab_size(self) -> int:
         return self.tgt.get_piece_size()
 
-    def encode_src(self, sentences: Iterable[str]) -> list[list[int]]:
-        """Subword ids of source sentences, without BOS/EOS."""
-        return _each(self.src.encode, list(sentences))
+    @property
+    def tags(self) -> tuple[str, ...]:
+        """The corpus tags the source vocabulary holds, by name."""
+        return tuple(piece[1:-1] for piece in self._src_tags.ids.values())
+
+    def tag_prefix(self, tag: str) -> list[int]:
+        """The ids that start a source sentence translated "as" the corpus tagged `tag`: [] for "" (no tag)."""
+        if not tag:
+            return []
+        if tag not in self.tags:
+            have = f"its tags: {', '.join(self.tags)}" if self.tags else "it has no tags"
+            raise UserError(f"tag {tag!r} is not in this model's vocabulary ({have})")
+        return [self.src.piece_to_id(tag_piece(tag))]
+
+    def same_models(self, other: "Tokenizer") -> bool:
+        """True when `other` holds the same SentencePiece model(s), so it gives the same ids."""
+        return (self.src_model, self.tgt_model) == (other.src_model, other.tgt_model)
+
+    def encode_src(self, sentences: Iterable[str], tag: str = "") -> list[list[int]]:
+        """Subword ids of source sentences, without BOS/EOS; with `tag`, its piece first."""
+        ids = self._src_tags.untagged(_each(self.src.encode, list(sentences)))
+        prefix = self.tag_prefix(tag)
+        return [prefix + x for x in ids] if prefix else ids
 
     def encode_tgt(self, sentences: Iterable[str]) -> list[list[int]]:
         """Subword ids of target sentences, without BOS/EOS."""
-        return _each(self.tgt.encode, list(sentences))
+        return self._tgt_tags.untagged(_each(self.tgt.encode, list(sentences)))
 
     def sample_pairs(
         self, src: list[str], tgt: list[str], dropout: float, seeds: tuple[int, int]
@@ -101,9 +154,9 @@ class Tokenizer:
         # SentencePiece seeds a thread's generator from its global seed when the thread first samples;
         # each batch encode runs on a fresh worker thread, so the seed set just before it decides the draw.
         spm.set_random_generator_seed(seeds[0])
-        src_ids = self.src.encode(src, **options)
+        src_ids = self._src_tags.untagged(self.src.encode(src, **options))
         spm.set_random_generator_seed(seeds[1])
-        return src_ids, self.tgt.encode(tgt, **options)
+        return src_ids, self._tgt_tags.untagged(self.tgt.encode(tgt, **options))
 
     def decode_tgt(self, ids: Iterable[list[int]]) -> list[str]:
         """Detokenized target text."""

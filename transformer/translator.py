@@ -20,10 +20,13 @@ from transformer.tokenizer import EOS_ID, Tokenizer
 log = logging.getLogger(__name__)
 
 
-def encode_sources(tokenizer: Tokenizer, sentences: list[str], max_positions: int) -> tuple[list[list[int]], list[int]]:
-    """Source ids of every sentence and the indices of those to search: not blank and short enough for the model
-    (EOS included); a sentence too long is logged and left untranslated."""
-    ids = tokenizer.encode_src([s.strip() for s in sentences])
+def encode_sources(
+    tokenizer: Tokenizer, sentences: list[str], max_positions: int, tag: str = ""
+) -> tuple[list[list[int]], list[int]]:
+    """Source ids of every sentence (with `tag`'s piece first) and the indices of those to search: not blank and
+    short enough for the model (EOS included); a sentence too long is logged and left untranslated."""
+    stripped = [s.strip() for s in sentences]
+    ids = [x if s else [] for s, x in zip(stripped, tokenizer.encode_src(stripped, tag))]
     limit = max_positions - 1  # room for EOS
     for i, x in enumerate(ids):
         if len(x) > limit:
@@ -76,7 +79,7 @@ class Translator:
         options = options or self.options
         if generator is None and options.strategy == "sample":
             generator = self.generator()
-        ids, todo = encode_sources(self.tokenizer, sentences, self.model.max_positions)
+        ids, todo = encode_sources(self.tokenizer, sentences, self.model.max_positions, self.cfg.tag)
         out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
         model = inference_copy(self.model)  # one copy (packed once) for every batch of this call
         with tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False) as bar:

@@ -12,18 +12,22 @@ from transformer.config_checks import check_config
 from transformer.corpus import evaluation_splits
 from transformer.locks import lock_run_dir
 from transformer.training import Trainer
+from transformer.training.start import check_init_from
 
 log = logging.getLogger(__name__)
 
 
-def lock_given_run_dir(cfg: DictConfig, overrides: list[str]) -> None:
-    """Lock a run folder named on the command line before Hydra writes its config and log into it."""
+def before_training(cfg: DictConfig, overrides: list[str]) -> None:
+    """Refuse a `trainer.init_from` checkpoint that does not fit the settings, then lock a run folder named on the
+    command line, both before Hydra writes its config and log into it."""
+    if cfg.trainer.init_from:
+        check_init_from(cfg)
     for override in overrides:
         if override.startswith("hydra.run.dir="):
             lock_run_dir(Path(override.split("=", 1)[1]))
 
 
-@hydra_app("train", TrainConfig, before=lock_given_run_dir)
+@hydra_app("train", TrainConfig, before=before_training)
 def main(cfg: DictConfig) -> None:
     with user_errors():
         check_config(cfg)

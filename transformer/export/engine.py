@@ -112,7 +112,7 @@ class CTranslate2Translator:
         """
         options = options or self.options
         _check(options)
-        ids, todo = encode_sources(self.tokenizer, sentences, self.max_positions)
+        ids, todo = encode_sources(self.tokenizer, sentences, self.max_positions, self.cfg.tag)
         out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
         todo.sort(key=lambda i: len(ids[i]))
         lengths = torch.tensor([len(ids[i]) + 1 for i in todo], dtype=torch.long)  # EOS included

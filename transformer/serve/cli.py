@@ -32,6 +32,7 @@ def main(cfg: DictConfig) -> None:
         if settings.num_threads > 0:
             torch.set_num_threads(settings.num_threads)
         ckpt = load_checkpoint(cfg.checkpoint, pick_device(cfg.device))
+        ckpt.tokenizer.tag_prefix(cfg.decoding.tag)  # refuses a default tag the model lacks
         service = Service(ckpt, OmegaConf.to_object(cfg.decoding), settings)
         log.info(
             "serving %s on http://%s:%d (the page at /, the API at /docs)", service.name, settings.host, settings.port

@@ -2,6 +2,8 @@
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from transformer.config import TAG_PATTERN
+
 
 class DecodingOptions(BaseModel):
     """Per-request decoding settings; each left out (null) takes the server's default."""
@@ -16,6 +18,9 @@ class DecodingOptions(BaseModel):
     top_k: int | None = Field(None, ge=0, le=1000, description="sampling: keep the k likeliest tokens; 0 = all")
     top_p: float | None = Field(None, gt=0.0, le=1.0, description="sampling: nucleus mass")
     seed: int | None = Field(None, ge=0, lt=2**63, description="sampling seed; random when left out")
+    tag: str | None = Field(
+        None, pattern=f"^({TAG_PATTERN})?$", description='translate "as" the training corpus with this tag; "" = none'
+    )
 
     def given(self) -> dict:
         """The settings the request gave, seed excepted."""

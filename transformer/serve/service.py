@@ -42,6 +42,8 @@ def answer_head(model: str, decoded: Decoded, start: float) -> dict:
         settings |= {"beam_size": cfg.beam_size, "length_penalty": cfg.length_penalty}
     if cfg.strategy == "sample":
         settings |= {"temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p, "seed": decoded.seed}
+    if cfg.tag:
+        settings["tag"] = cfg.tag
     return {
         "model": model,
         "settings": settings,
@@ -80,6 +82,7 @@ class Service:
                 "source": self.tokenizer.src_vocab_size,
                 "target": self.tokenizer.tgt_vocab_size,
                 "joint": self.tokenizer.joint,
+                "tags": list(self.tokenizer.tags),
             },
             "max_tokens_per_sentence": self.model.max_positions - 1,
             "decoding": dataclasses.asdict(self.defaults),
@@ -90,6 +93,8 @@ class Service:
         cfg = decoding_settings(self.defaults, **options.given())
         if cfg.strategy == "beam" and cfg.n_best > cfg.beam_size:
             raise RequestError(422, f"n_best={cfg.n_best} must not exceed beam_size={cfg.beam_size}")
+        if cfg.tag and cfg.tag not in self.tokenizer.tags:
+            raise RequestError(422, f"tag={cfg.tag!r} is not one of this model's tags: {list(self.tokenizer.tags)}")
         return cfg
 
     def _check(self, texts: list[str]) -> None:
@@ -104,10 +109,10 @@ class Service:
             if len(text) > limits.max_chars:
                 raise RequestError(413, f"text {i + 1} has {len(text)} characters; at most {limits.max_chars}")
 
-    def _tokens(self, sentences: list[str]) -> int:
-        """Source tokens (EOS included) of `sentences`; refuses one longer than the model allows."""
+    def _tokens(self, sentences: list[str], tag: str) -> int:
+        """Source tokens (tag and EOS included) of `sentences`; refuses one longer than the model allows."""
         limit = self.model.max_positions - 1
-        lengths = [len(ids) for ids in self.tokenizer.encode_src(sentences)]
+        lengths = [len(ids) for ids in self.tokenizer.encode_src(sentences, tag)]
         for i, n in enumerate(lengths):
             if n > limit:
                 raise RequestError(422, f"sentence {i + 1} has {n} tokens, more than the model's {limit}; split it")
@@ -119,7 +124,7 @@ class Service:
         seed = options.seed if options.seed is not None else secrets.randbits(63)
         # Sampling draws from the request's own generator, so a sampled request is a batch of its own.
         key = ("sample", object()) if cfg.strategy == "sample" else dataclasses.astuple(cfg)
-        job = Job(sentences, self._tokens(sentences), key, (cfg, seed))
+        job = Job(sentences, self._tokens(sentences, cfg.tag), key, (cfg, seed))
         try:
             future = asyncio.wrap_future(self.batcher.submit(job))
             results, batch = await asyncio.wait_for(future, self.settings.timeout_s)

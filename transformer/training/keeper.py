@@ -82,6 +82,19 @@ class CheckpointKeeper:
         }
         self.save(self.directory / "last.safetensors", progress, progress.best_bleu, state)
 
+    def initialise(self, file: Path) -> None:
+        """Fine-tuning: copy a trained model's weights, nothing else (optimizer, schedule, step, epoch position and
+        best BLEU start afresh)."""
+        ckpt = load_checkpoint(str(file), next(self.model.parameters()).device)
+        self.model.load_state_dict(ckpt.model.state_dict())
+        log.info(
+            "fine-tuning from %s (its step %s, val BLEU %s): its weights and vocabulary; a fresh optimizer, "
+            "learning-rate schedule, step count and best BLEU",
+            file,
+            ckpt.meta.get("step", "?"),
+            ckpt.meta.get("val_bleu") or "?",
+        )
+
     def restore(self, file: Path, progress: TrainingProgress, optimizer: torch.optim.Optimizer, scaler) -> None:
         """Load a resumable checkpoint's weights and states into the model, `optimizer`, `scaler` and `progress`."""
         ckpt = load_checkpoint(str(file), next(self.model.parameters()).device)

@@ -18,13 +18,15 @@ from torch.utils.tensorboard import SummaryWriter
 
 from transformer import distributed
 from transformer.batching import Batch, TrainBatches, padding_fraction
+from transformer.checkpoint import read_header
 from transformer.data import prepare
 from transformer.model import build_model
 from transformer.optim import make_optimizer
 from transformer.runtime import pick_device, seed_everything
-from transformer.training.keeper import CheckpointKeeper, resume_file
+from transformer.training.keeper import CheckpointKeeper
 from transformer.training.monitor import TrainMonitor
 from transformer.training.progress import TrainingProgress
+from transformer.training.start import check_init_from, plan_start
 from transformer.training.step import StepResult, TrainStep
 from transformer.training.validation import Validator
 
@@ -73,14 +75,23 @@ class Trainer:
         self.cfg, tcfg = cfg, cfg.trainer
         self.device, self.rank, self.world = join(tcfg)
         self.main = self.rank == 0
-        resume_from = resume_file(run_dir, tcfg.resume) if tcfg.resume else None
-        data = prepare(cfg.data) if self.main else None  # rank 0 prepares; the others then reuse it
+        if tcfg.init_from:
+            check_init_from(cfg)
+        start = plan_start(run_dir, tcfg)
+        # a run that starts from a checkpoint tokenizes with its SentencePiece model(s), so the vocabularies match
+        tokenizer = read_header(str(start.checkpoint))[2] if start.checkpoint else None
+        data = prepare(cfg.data, tokenizer) if self.main else None  # rank 0 prepares; the others then reuse it
         distributed.barrier()
-        data = data or prepare(cfg.data)
+        data = data or prepare(cfg.data, tokenizer)
         self.tokenizer = data.tokenizer
         sampling = (self.tokenizer, cfg.data.subword_dropout) if cfg.data.subword_dropout > 0 else None
         self.train_data = TrainBatches.from_dataset(
-            data.split(cfg.data.train_split), cfg.data.max_len, tcfg.batch_tokens, tcfg.seed, sampling
+            data.split(cfg.data.train_split),
+            cfg.data.max_len,
+            tcfg.batch_tokens,
+            tcfg.seed,
+            sampling,
+            data.mixture(cfg.data),
         )
         self.model = build_model(cfg.model, self.tokenizer).to(self.device)
         self.optimizer = make_optimizer(self.model, cfg.optim)
@@ -91,8 +102,10 @@ class Trainer:
         )
         self.keeper = CheckpointKeeper(run_dir / "checkpoints", self.model, self.tokenizer, cfg)
         self.progress, self.stop_requested, self.last_validated = TrainingProgress(), False, 0
-        if resume_from is not None:
-            self.keeper.restore(resume_from, self.progress, self.optimizer, self.stepper.scaler)
+        if start.resume is not None:
+            self.keeper.restore(start.resume, self.progress, self.optimizer, self.stepper.scaler)
+        elif start.init is not None:
+            self.keeper.initialise(start.init)
         self.validator = (
             Validator(self.model, self.tokenizer, data.split(cfg.data.val_split), cfg) if self.main else None
         )
@@ -129,9 +142,7 @@ class Trainer:
         progress, limits = self.progress, self.cfg.trainer
         batches = self.train_data.epoch(progress.epoch)
         if progress.position == 0 and self.main:
-            padding = 100 * padding_fraction(self.train_data.lengths, batches)
-            sampled = " before BPE-dropout" if self.train_data.sampling else ""
-            log.info("epoch %d: %d batches; padding %.1f%%%s", progress.epoch, len(batches), padding, sampled)
+            self._announce_epoch(batches)
         steps = step_batches(
             self.train_data, batches, progress.epoch, progress.position, self.rank, self.world, limits.accumulate
         )
@@ -144,6 +155,17 @@ class Trainer:
             if progress.step >= limits.max_steps:
                 return True
         return False
+
+    def _announce_epoch(self, batches: list[np.ndarray]) -> None:
+        """The epoch's batches, padding and pairs of each corpus to the log; the pairs to TensorBoard too."""
+        padding = 100 * padding_fraction(self.train_data.lengths, batches)
+        sampled = " before BPE-dropout" if self.train_data.sampling else ""
+        pairs = self.train_data.pairs_per_corpus(batches)
+        shown = ", ".join(f"{name} {n:,}" for name, n in pairs.items())
+        epoch = self.progress.epoch
+        log.info("epoch %d: %d batches; padding %.1f%%%s; pairs %s", epoch, len(batches), padding, sampled, shown)
+        for name, n in pairs.items():
+            self.writer.add_scalar(f"pairs_per_epoch/{name}", n, self.progress.step)
 
     def train_step(self, micro: list[Batch]) -> StepResult | None:
         """The step's collective, then the step over this process' `micro`-batches; None (no step) on a stop."""

@@ -44,7 +44,9 @@ class Validator:
         self.attention_images, self.progress = cfg.trainer.attention_images, cfg.trainer.progress
         n = cfg.trainer.val_max_sentences or len(val)
         self.src, self.ref = list(val["src"])[:n], list(val["tgt"])[:n]
-        self.src_ids, self.tgt_ids = list(val["src_ids"])[:n], list(val["tgt_ids"])[:n]
+        prefix = tokenizer.tag_prefix(cfg.decoding.tag)  # validating "as" a tagged corpus: its tag starts each source
+        self.src_ids = [prefix + ids for ids in list(val["src_ids"])[:n]]
+        self.tgt_ids = list(val["tgt_ids"])[:n]
         self.translator = Translator(model, tokenizer, cfg.decoding)
 
     @torch.no_grad()

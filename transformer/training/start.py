@@ -1,0 +1,97 @@
+"""How a training run starts: from scratch, resumed (`trainer.resume`), or from a trained model's weights and
+vocabulary (`trainer.init_from`, fine-tuning) on its run folder's first launch; later launches resume the run."""
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from transformer.checkpoint import read_header, resolve_checkpoint
+from transformer.corpus import training_corpora
+from transformer.errors import UserError
+from transformer.model import model_config
+from transformer.training.keeper import resume_file
+
+log = logging.getLogger(__name__)
+
+TRAINING_ONLY = ("dropout", "attention_dropout", "activation_dropout")  # model settings a fine-tuning may change
+RNN_SETTINGS = ("family", "rnn", "tie_embeddings", "max_positions")  # what an RNN is built from, dropout aside
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a run's weights come from: a resumable checkpoint it continues, one it fine-tunes, or neither."""
+
+    resume: Path | None = None
+    init: Path | None = None
+
+    @property
+    def checkpoint(self) -> Path | None:
+        """The checkpoint whose SentencePiece model(s) tokenize the run's corpus; None: train new ones."""
+        return self.resume or self.init
+
+
+def plan_start(run_dir: Path, tcfg: DictConfig) -> Start:
+    """`trainer.resume`'s checkpoint; else `trainer.init_from`'s, unless this run folder already has a resumable
+    checkpoint: then the run was launched before and is resumed (so a fine-tuning never restarts by accident)."""
+    if tcfg.resume:
+        return Start(resume=resume_file(run_dir, tcfg.resume))
+    if not tcfg.init_from:
+        return Start()
+    last = run_dir / "checkpoints" / "last.safetensors"
+    if last.exists():
+        log.info(
+            "resuming this run from %s: trainer.init_from applies to a run folder's first launch only "
+            "(to fine-tune afresh, give another hydra.run.dir)",
+            last,
+        )
+        return Start(resume=last)
+    return Start(init=resolve_checkpoint(tcfg.init_from))
+
+
+def _flat(settings: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in settings.items():
+        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
+
+
+def architecture(model) -> dict:
+    """The model settings that shape its weights (dotted names): all but the dropouts, and for each family only
+    what it is built from."""
+    settings = dataclasses.asdict(model_config(model))
+    if settings["family"] == "rnn":
+        settings = {key: settings[key] for key in RNN_SETTINGS}
+    else:
+        settings = {key: value for key, value in settings.items() if key not in (*TRAINING_ONLY, "rnn")}
+    return _flat(settings)
+
+
+def model_differences(mine, theirs) -> list[str]:
+    """`model.KEY=VALUE (the checkpoint's: VALUE)` for each architecture setting of `mine` that `theirs` lacks."""
+    ours, its = architecture(mine), architecture(theirs)
+    keys = ["family"] if ours["family"] != its["family"] else [key for key in ours if ours[key] != its[key]]
+    return [f"model.{key}={ours[key]} (the checkpoint's: {its[key]})" for key in keys]
+
+
+def check_init_from(cfg: DictConfig) -> None:
+    """Refuse `trainer.init_from` before any work when the model settings differ from the checkpoint's architecture,
+    or when the checkpoint's vocabulary lacks a corpus tag (with `trainer.resume` it is config_checks' refusal)."""
+    file, config, tokenizer = read_header(cfg.trainer.init_from)
+    differences = model_differences(cfg.model, config.model)
+    if differences:
+        raise UserError(
+            f"trainer.init_from={cfg.trainer.init_from}: {'; '.join(differences)}; a fine-tuned model keeps its "
+            "architecture, so set these as the checkpoint has them (dropouts and every optim.*, trainer.* and "
+            "data.* setting may differ)"
+        )
+    for corpus in training_corpora(cfg.data):
+        if corpus.tag and corpus.tag not in tokenizer.tags:
+            key = "data.tag" if corpus.name == cfg.data.name else f"data.extra_train.{corpus.name}.tag"
+            has = f"its tags: {', '.join(tokenizer.tags)}" if tokenizer.tags else "it has no tags"
+            raise UserError(
+                f"{key}={corpus.tag}: the vocabulary of {file} lacks the tag <{corpus.tag}> ({has}); a fine-tuned "
+                "model keeps its vocabulary, so use one of its tags, or train a new model with this one"
+            )
