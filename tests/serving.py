@@ -47,11 +47,11 @@ def offline_ids(service, sentence: str, **settings) -> list[int]:
     return Translator(service.model, service.tokenizer, cfg).search([sentence])[0][1][0].tokens
 
 
-def write_checkpoint(path: Path, family: str = "transformer") -> Path:
+def write_checkpoint(path: Path, family: str = "transformer", tags: tuple[str, ...] = ()) -> Path:
     """A random tiny model (a Transformer, or Bahdanau's RNN) with a joint SentencePiece vocabulary of the test
-    words: fast, deterministic."""
+    words (and corpus `tags`): fast, deterministic."""
     sentences = [" ".join(WORDS_FR[i:] + WORDS_EN[:i]) for i in range(len(WORDS_FR))] * 5
-    proto = train_sentencepiece(iter(sentences), TokenizerConfig(vocab_size=60))
+    proto = train_sentencepiece(iter(sentences), TokenizerConfig(vocab_size=60), tags)
     tokenizer = Tokenizer(proto, proto)
     rnn = RNNConfig(embedding_dim=16, encoder_hidden=16, decoder_hidden=32, attention_dim=16)
     cfg = ModelConfig(

@@ -49,6 +49,15 @@ MISTAKES = [
     ("prepare", "{data} data.tokenizer.vocab_size=8", "raise data.tokenizer.vocab_size"),
     ("prepare", "data=tatoeba data.shared_dir={dir} data.dir={tmp}/tatoeba", "has no download source"),
     ("train", "{data_damaged} {tiny} hydra.run.dir={run}", "rm -r"),
+    ("train", "{data} {tiny} trainer.init_from={tmp}/run trainer.resume=true hydra.run.dir={run}", "each other"),
+    ("train", "{data} {tiny} trainer.init_from={tmp}/run model.n_heads=2 hydra.run.dir={run}", "model.n_heads=2 (the"),
+    ("train", "{data} {tiny} trainer.init_from={tmp}/run data.tag=bt hydra.run.dir={run}", "lacks the tag <bt>"),
+    ("train", "{data} {tiny} trainer.init_from={dir} hydra.run.dir={run}", "no checkpoint in"),
+    ("translate", "{ckpt} decoding.tag=bt 'sentences=[un]'", "tag 'bt' is not in this model's vocabulary"),
+    ("prepare", "{data} data.weight=0", "data.weight=0.0 must be a number greater than 0"),
+    ("prepare", "{data} data.tag=s", "data.tag='s' is not a tag name"),
+    ("prepare", "{data} +data.extra_train.more.src={tmp}/val.fr", "needs both data.extra_train.more.src and"),
+    ("prepare", "{data} +data.extra_train.more.wieght=2", "data.extra_train.more.wieght is no setting"),
 ]
 if NO_GPU:
     MISTAKES += [

@@ -173,6 +173,7 @@ def test_a_mixture_trains_with_its_per_corpus_counts_logged(corpus, tmp_path, ca
         "+data.extra_train.synthetic.tag=bt",
         "data.weight=2",
         "trainer.max_steps=2",
+        "decoding.tag=bt",  # validation translates as the tagged corpus
     ]
     with caplog.at_level("INFO"):
         trainer = make_trainer(overrides, tmp_path / "run")
@@ -181,3 +182,4 @@ def test_a_mixture_trains_with_its_per_corpus_counts_logged(corpus, tmp_path, ca
     logged = f"pairs files {2 * main:,}, synthetic {round(0.5 * synthetic):,}"
     assert logged in caplog.text and "training corpus synthetic: kept" in caplog.text
     assert scalars(tmp_path / "run", "pairs_per_epoch/synthetic") == [(0, round(0.5 * synthetic))]
+    assert all(ids[0] == trainer.tokenizer.tag_prefix("bt")[0] for ids in trainer.validator.src_ids)

@@ -62,6 +62,16 @@ RNN = [
     "model=rnn",
     *(f"model.rnn.{k}=24" for k in ("embedding_dim", "encoder_hidden", "decoder_hidden", "attention_dim")),
 ]
+# The toy test split as a second, tagged training corpus seen half per epoch, the main one 1.5 times, re-segmented
+# by BPE-dropout; larger batches so that 7 steps cross epochs (each with its own sample)
+MIXTURE = [
+    *(f"+data.extra_train.more.{side}={{tmp}}/test.{lang}" for side, lang in (("src", "fr"), ("tgt", "en"))),
+    "+data.extra_train.more.weight=0.5",
+    "+data.extra_train.more.tag=more",
+    "data.weight=1.5",
+    "data.subword_dropout=0.1",
+    "trainer.batch_tokens=4096",
+]
 
 
 def with_model(overrides: list[str], extra: list[str]) -> list[str]:
@@ -72,9 +82,11 @@ def with_model(overrides: list[str], extra: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [[], ["data.subword_dropout=0.1"], RNN], ids=["plain", "bpe_dropout", "rnn"])
+@pytest.mark.parametrize(
+    "extra", [[], ["data.subword_dropout=0.1"], RNN, MIXTURE], ids=["plain", "bpe_dropout", "rnn", "mixture"]
+)
 def test_resume_continues_exactly(corpus, tmp_path, extra):
-    base = with_model(toy_overrides(corpus, tmp_path), extra)
+    base = with_model(toy_overrides(corpus, tmp_path), [e.format(tmp=tmp_path) for e in extra])
     train([*base, "trainer.max_steps=4"], tmp_path / "split")
     train([*base, "trainer.max_steps=7", "trainer.resume=true"], tmp_path / "split")
     train([*base, "trainer.max_steps=7"], tmp_path / "straight")

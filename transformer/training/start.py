@@ -52,9 +52,13 @@ def plan_start(run_dir: Path, tcfg: DictConfig) -> Start:
 
 
 def _flat(settings: dict, prefix: str = "") -> dict:
+    """Nested settings as dotted names; booleans written as on the command line (true, false)."""
     out = {}
     for key, value in settings.items():
-        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = str(value).lower() if isinstance(value, bool) else value
     return out
 
 
