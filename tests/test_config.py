@@ -118,6 +118,13 @@ def test_valid_overrides_and_hydra_syntax_pass_the_key_check():
             marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here"),
         ),
         ("trainer.device=tpu", "trainer.device=tpu: not a device"),
+        ("data.weight=0", "data.weight=0.0 must be a number greater than 0"),
+        ("+data.extra_train.x.dir=d +data.extra_train.x.weight=-1", "data.extra_train.x.weight=-1 must be a number"),
+        ("data.tag=unk", "data.tag='unk' is not a tag name"),
+        ("+data.extra_train.x.dir=d +data.extra_train.x.tag=a.b", "data.extra_train.x.tag='a.b' is not a tag name"),
+        ("data.clean.max_ratio=0.5", "data.clean.max_ratio=0.5 must be 0 \\(off\\) or at least 1"),
+        ("decoding.tag=bt", "decoding.tag=bt: validation would translate as a corpus tagged bt, but no training"),
+        ("trainer.resume=true trainer.init_from=r", "trainer.resume and trainer.init_from exclude each other"),
     ],
 )
 def test_impossible_settings_are_rejected(override, message):

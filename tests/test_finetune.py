@@ -90,6 +90,7 @@ def composed(overrides: list[str]):
         (["model.attention.encoder=local"], r"model.attention.encoder=local \(the checkpoint's: dot\)"),
         (["model=rnn"], r"model.family=rnn \(the checkpoint's: transformer\);"),
         (["data.tag=news"], r"data.tag=news: the vocabulary of .* lacks the tag <news> \(its tags: bt\)"),
+        (["decoding.tag=news"], r"decoding.tag=news: the vocabulary of .* lacks the tag <news>"),
         (["+data.extra_train.x.src={tmp}/a", "+data.extra_train.x.tgt={tmp}/a", "+data.extra_train.x.tag=x"], "<x>"),
     ],
 )

@@ -147,6 +147,20 @@ def _check_serve(problems: list[str], s) -> None:
     _at_least(problems, "serve.max_wait_ms", s.max_wait_ms, 0)
 
 
+def _check_validation_tag(problems: list[str], cfg) -> None:
+    """A training run from scratch validates "as" a tag only one of its corpora has (fine-tuning: the checkpoint's
+    vocabulary decides, see transformer.training.start)."""
+    tag = cfg.decoding.tag
+    if not tag or cfg.trainer.init_from:
+        return
+    extras = [entry.get("tag", "") for entry in cfg.data.extra_train.values()]
+    if tag not in (cfg.data.tag, *extras):
+        problems.append(
+            f"decoding.tag={tag}: validation would translate as a corpus tagged {tag}, but no training corpus is "
+            "(data.tag, data.extra_train.NAME.tag)"
+        )
+
+
 def _check_decoding(problems: list[str], d) -> None:
     _choice(problems, "decoding.strategy", d.strategy, STRATEGIES)
     _choice(problems, "decoding.length_penalty_kind", d.length_penalty_kind, LENGTH_PENALTIES)
@@ -177,6 +191,8 @@ def check_config(cfg) -> None:
     ):
         if section in cfg:
             check(problems, cfg[section])
+    if "trainer" in cfg and "data" in cfg and "decoding" in cfg:
+        _check_validation_tag(problems, cfg)
     if "model" in cfg and "data" in cfg and cfg.model.max_positions <= cfg.data.max_len + 1:
         problems.append(
             f"model.max_positions={cfg.model.max_positions} must exceed data.max_len+1={cfg.data.max_len + 1} "

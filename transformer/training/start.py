@@ -91,11 +91,14 @@ def check_init_from(cfg: DictConfig) -> None:
             "architecture, so set these as the checkpoint has them (dropouts and every optim.*, trainer.* and "
             "data.* setting may differ)"
         )
-    for corpus in training_corpora(cfg.data):
-        if corpus.tag and corpus.tag not in tokenizer.tags:
-            key = "data.tag" if corpus.name == cfg.data.name else f"data.extra_train.{corpus.name}.tag"
+    tags = [
+        ("data.tag" if c.name == cfg.data.name else f"data.extra_train.{c.name}.tag", c.tag)
+        for c in training_corpora(cfg.data)
+    ]
+    for key, tag in [*tags, ("decoding.tag", cfg.decoding.tag)]:
+        if tag and tag not in tokenizer.tags:
             has = f"its tags: {', '.join(tokenizer.tags)}" if tokenizer.tags else "it has no tags"
             raise UserError(
-                f"{key}={corpus.tag}: the vocabulary of {file} lacks the tag <{corpus.tag}> ({has}); a fine-tuned "
-                "model keeps its vocabulary, so use one of its tags, or train a new model with this one"
+                f"{key}={tag}: the vocabulary of {file} lacks the tag <{tag}> ({has}); a fine-tuned model keeps "
+                "its vocabulary, so use one of its tags, or train a new model with this one"
             )
