@@ -167,8 +167,8 @@ def _train_tokenizer(cfg: DataConfig, parts: list[datasets.Dataset], tags: list[
 
 
 def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData:
-    """Fetch the corpus, clean its training corpora, train SentencePiece on them (or use `tokenizer`, e.g. the
-    model's that a run fine-tunes: never retrained), tokenize every split.
+    """Fetch the corpus, clean its training corpora, train SentencePiece on them (or take `tokenizer`: the
+    SentencePiece model(s) of the checkpoint a run starts from, never retrained), tokenize every split.
 
     Work happens in a temporary folder of this process, renamed into place at the end, so a
     failure (a bad file, Ctrl-C) leaves no half-prepared folder behind. A lock

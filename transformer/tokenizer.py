@@ -5,6 +5,7 @@ reserved when the model is trained); subwords follow. With a joint vocabulary on
 A tag is put before a sentence's ids, never read from text: text that spells a tag gets the pieces of its characters.
 """
 
+import functools
 import io
 import logging
 from collections.abc import Iterable, Iterator
@@ -74,18 +75,19 @@ def _train(sentences: Iterator[str], model: io.BytesIO, cfg: TokenizerConfig, sy
     )
 
 
-def _user_defined(model: bytes) -> dict[int, str]:
-    """The user-defined pieces (the tags) of a serialized model, by id."""
+@functools.lru_cache(maxsize=8)  # a Tokenizer is built per batch when a corpus is tokenized: parse each model once
+def _user_defined(model: bytes) -> tuple[tuple[int, str], ...]:
+    """The user-defined pieces (the tags) of a serialized model: (id, piece)."""
     proto = sentencepiece_model_pb2.ModelProto.FromString(model)
     kind = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
-    return {i: p.piece for i, p in enumerate(proto.pieces) if p.type == kind}
+    return tuple((i, p.piece) for i, p in enumerate(proto.pieces) if p.type == kind)
 
 
 class _Tags:
     """One side's tag pieces: their ids, and the ids of their characters for text that merely spells one."""
 
     def __init__(self, processor: spm.SentencePieceProcessor, model: bytes):
-        self.ids = _user_defined(model)
+        self.ids = dict(_user_defined(model))
         self.spelled = {i: [processor.piece_to_id(c) for c in piece] for i, piece in self.ids.items()}
         self.below = max(self.ids, default=-1) + 1  # every tag id is below this
 

@@ -12,19 +12,20 @@ from transformer.config_checks import check_config
 from transformer.corpus import evaluation_splits
 from transformer.locks import lock_run_dir
 from transformer.training import Trainer
-from transformer.training.start import check_init_from
+from transformer.training.start import check_init_from, launched_before
 
 log = logging.getLogger(__name__)
 
 
 def before_training(cfg: DictConfig, overrides: list[str]) -> None:
-    """Refuse a `trainer.init_from` checkpoint that does not fit the settings, then lock a run folder named on the
-    command line, both before Hydra writes its config and log into it."""
-    if cfg.trainer.init_from:
+    """Refuse a `trainer.init_from` checkpoint that does not fit the settings (unless the run folder was launched
+    before: then it resumes), then lock a run folder named on the command line, both before Hydra writes its config
+    and log into it."""
+    given = [Path(o.split("=", 1)[1]) for o in overrides if o.startswith("hydra.run.dir=")]
+    if cfg.trainer.init_from and not (given and launched_before(given[-1])):
         check_init_from(cfg)
-    for override in overrides:
-        if override.startswith("hydra.run.dir="):
-            lock_run_dir(Path(override.split("=", 1)[1]))
+    for run_dir in given:
+        lock_run_dir(run_dir)
 
 
 @hydra_app("train", TrainConfig, before=before_training)

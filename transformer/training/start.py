@@ -33,6 +33,12 @@ class Start:
         return self.resume or self.init
 
 
+def launched_before(run_dir: Path) -> Path | None:
+    """The run folder's resumable checkpoint, if a launch of it saved one."""
+    last = run_dir / "checkpoints" / "last.safetensors"
+    return last if last.exists() else None
+
+
 def plan_start(run_dir: Path, tcfg: DictConfig) -> Start:
     """`trainer.resume`'s checkpoint; else `trainer.init_from`'s, unless this run folder already has a resumable
     checkpoint: then the run was launched before and is resumed (so a fine-tuning never restarts by accident)."""
@@ -40,8 +46,8 @@ def plan_start(run_dir: Path, tcfg: DictConfig) -> Start:
         return Start(resume=resume_file(run_dir, tcfg.resume))
     if not tcfg.init_from:
         return Start()
-    last = run_dir / "checkpoints" / "last.safetensors"
-    if last.exists():
+    last = launched_before(run_dir)
+    if last is not None:
         log.info(
             "resuming this run from %s: trainer.init_from applies to a run folder's first launch only "
             "(to fine-tune afresh, give another hydra.run.dir)",

@@ -75,9 +75,9 @@ class Trainer:
         self.cfg, tcfg = cfg, cfg.trainer
         self.device, self.rank, self.world = join(tcfg)
         self.main = self.rank == 0
-        if tcfg.init_from:
-            check_init_from(cfg)
         start = plan_start(run_dir, tcfg)
+        if start.init is not None:
+            check_init_from(cfg)
         # a run that starts from a checkpoint tokenizes with its SentencePiece model(s), so the vocabularies match
         tokenizer = read_header(str(start.checkpoint))[2] if start.checkpoint else None
         data = prepare(cfg.data, tokenizer) if self.main else None  # rank 0 prepares; the others then reuse it
