@@ -113,7 +113,8 @@ class TrainBatches:
         corpora: list[Corpus] | None = None,
     ) -> "TrainBatches":
         """Pairs longer than `max_len` tokens (with EOS) are dropped and counted; both use deterministic lengths.
-        (Prepared data holds none since the cleaning at prepare time: this is for a smaller `max_len`.)"""
+        (Prepared data holds none over its own data.max_len, dropped when it was cleaned; this serves a caller with
+        its own limit, such as scripts/train_marian_reference.py.)"""
         table = ds.with_format("numpy", columns=["src_len", "tgt_len"])[:]
         lengths = np.stack([table["src_len"], table["tgt_len"]], axis=1).astype(np.int32) + 1
         rows = np.flatnonzero(lengths.max(axis=1) <= max_len)

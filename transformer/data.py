@@ -182,7 +182,7 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
             tokenizer.tag_prefix(corpus.tag)  # refuses a tag the vocabulary lacks
         own = prepared_path(cfg, every)
         if (own / "meta.json").exists() and PreparedData(own).tokenizer.same_models(tokenizer):
-            return _reuse(own, "prepared with this very tokenizer")
+            return _reuse(own, "tokenized with the same SentencePiece model")
     out = prepared_path(cfg, every, tokenizer)
     if (out / "meta.json").exists():
         return _reuse(out, "")
