@@ -1,6 +1,6 @@
 """Attention explained by running it: computes every number and figure of docs/attention.md.
 
-    python scripts/attention_walkthrough.py --checkpoint outputs/fren3k    # writes the JSON, the page, the PNGs
+    python scripts/attention_walkthrough.py --checkpoint outputs/fren_s33/checkpoints/best.safetensors  # JSON, page
 
 Everything goes through the project's own code (`transformer.attention`, `Transformer`,
 `greedy_decode`, `transformer.plotting`). The numbers land in docs/attention_walkthrough.json

@@ -13,8 +13,6 @@ from attention_walkthrough_variants import section_additive, section_patterns
 
 from transformer.plotting import heatmap, save_figure
 
-COMMAND = "python scripts/attention_walkthrough.py --checkpoint outputs/fren3k"
-
 
 def vec(values, digits: int = 4) -> str:
     return "[" + ", ".join(num(x, digits) for x in values) + "]"
@@ -31,7 +29,8 @@ def matrix(rows, labels=None) -> str:
     return "```\n" + "\n".join(lines) + "\n```"
 
 
-def intro() -> str:
+def intro(checkpoint: str) -> str:
+    """The page's opening; `checkpoint` is section 8's model, so the command shown is the one that made the page."""
     return f"""# Attention, run and checked
 
 This page walks through attention with small worked examples, the kind the classic explanations use,
@@ -42,7 +41,7 @@ additive, local, strided, LSH and Linformer variants from `transformer/attention
 `transformer/plotting.py`. There is no separate toy version.
 
 ```bash
-{COMMAND}    # a few minutes on a 2-core CPU
+python scripts/attention_walkthrough.py --checkpoint {checkpoint}    # a few minutes on a 2-core CPU
 ```
 
 The script writes every number to `docs/attention_walkthrough.json` and renders this page from it;
@@ -262,7 +261,7 @@ def sources() -> str:
 def render(data: dict) -> str:
     """The whole page."""
     sections = [
-        intro(),
+        intro((data.get("cross") or {}).get("checkpoint", "RUN_DIR")),
         section_five_token(data["five_token"]),
         section_three_keys(data["three_keys"]),
         section_scaling(data["scaling"]),
