@@ -118,3 +118,24 @@ def test_readme_command_parses(command, monkeypatch):
             pytest.fail(f"exit status {stop.code}: {stderr.getvalue()[-2000:]}")
     assert stdout.getvalue().strip(), "--cfg job printed no config"
     compose_checked(name, command[1:])
+
+
+def help_choices() -> list[tuple[str, str, list[str]]]:
+    """Each `group=a|b|...` that a console script's --help text (configs/hydra/help/) offers."""
+    found = []
+    for page in sorted((Path(CONFIG_PATH) / "hydra" / "help").glob("*.yaml")):
+        for group, options in re.findall(r"^\s+(\w+)=([\w|]+\|[\w|]+)\s", page.read_text(), re.M):
+            if (Path(CONFIG_PATH) / group).is_dir():
+                found.append((page.stem, group, options.split("|")))
+    return found
+
+
+HELP_CHOICES = help_choices()
+
+
+@pytest.mark.parametrize("app, group, options", HELP_CHOICES, ids=[f"{app} {group}" for app, group, _ in HELP_CHOICES])
+def test_help_offers_existing_options(app, group, options):
+    existing = sorted(path.stem for path in (Path(CONFIG_PATH) / group).glob("*.yaml"))
+    assert set(options) <= set(existing), f"{app} --help offers {group}={'|'.join(options)}; there are {existing}"
+    if group == "model":  # the sizes line lists them all
+        assert sorted(options) == existing
