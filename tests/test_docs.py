@@ -39,6 +39,7 @@ def anchors(page: Path) -> set[str]:
 
 
 def relative_links() -> list[tuple[Path, str]]:
+    """(page, target) for each link of README.md and docs/*.md that is not a URL."""
     return [
         (page, target)
         for page in PAGES
