@@ -33,7 +33,7 @@ def decoding(spec: str, config_dir: Path) -> DecodingConfig:
     preset = config_dir / "decoding" / f"{name}.yaml"
     if not preset.exists():
         presets = ", ".join(sorted(p.stem for p in preset.parent.glob("*.yaml")))
-        raise UserError(f"decodings: {spec!r} names no preset of {preset.parent} ({presets})")
+        raise UserError(f"decodings: {spec!r} names no preset in configs/decoding ({presets})")
     try:
         dotlist = OmegaConf.from_dotlist([o for o in overrides.split(",") if o])
         merged = OmegaConf.merge(OmegaConf.structured(DecodingConfig), OmegaConf.load(preset), dotlist)
