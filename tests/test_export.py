@@ -25,7 +25,7 @@ from transformer.translator import Translator
 ctranslate2 = pytest.importorskip("ctranslate2")
 transformers = pytest.importorskip("transformers")
 
-from transformer.export.cli import check_export, export  # noqa: E402
+from transformer.cli.export import check_export, export  # noqa: E402
 from transformer.export.engine import CTranslate2Translator  # noqa: E402
 
 BIN = Path(sys.executable).parent

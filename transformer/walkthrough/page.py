@@ -1,17 +1,17 @@
 """docs/attention.md's text and figures, drawn from the numbers in docs/attention_walkthrough.json.
 
-The numbers come from attention_walkthrough.py; nothing here computes attention.
+The numbers come from `sections.py` and its siblings; nothing here computes attention.
 """
 
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
-from attention_walkthrough_kv import section_kv_cache
-from attention_walkthrough_util import num
-from attention_walkthrough_variants import section_additive, section_patterns
 
 from transformer.plotting import heatmap, save_figure
+from transformer.walkthrough.formats import num
+from transformer.walkthrough.kv_cache import section_kv_cache
+from transformer.walkthrough.variants import section_additive, section_patterns
 
 
 def vec(values, digits: int = 4) -> str:
@@ -45,8 +45,9 @@ python scripts/attention_walkthrough.py --checkpoint {checkpoint}    # a few min
 ```
 
 The script writes every number to `docs/attention_walkthrough.json` and renders this page from it;
-`tests/test_walkthrough.py` (part of `make test`) recomputes the numbers with the script's own functions,
-compares them with the JSON and checks that this page is exactly what the JSON renders to.
+`tests/test_walkthrough.py` (part of `make test`) recomputes the numbers with the same functions
+(`transformer/walkthrough/`), compares them with the JSON and checks that this page is exactly what the JSON
+renders to.
 The examples come from five public explanations of attention the project grew from (seeds 000–004, listed at
 the end); where their printed numbers are wrong or rounded too far, the page shows the computed value and says so.
 
