@@ -35,11 +35,12 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
-from hf_marian import BOS, PAD, SIZES, marian, model_config
 
 from transformer.decoding import beam_search, greedy_decode
 from transformer.fast_inference import PackedLinear
+from transformer.marian_reference import SIZES, marian, model_config
 from transformer.model import Transformer
+from transformer.tokenizer import BOS_ID, PAD_ID
 
 
 def ours(size: str, vocab: int) -> Transformer:
@@ -48,7 +49,7 @@ def ours(size: str, vocab: int) -> Transformer:
 
 
 def hf_generate(model, src: torch.Tensor, beams: int, out_len: int) -> Callable[[], object]:
-    mask = src != PAD
+    mask = src != PAD_ID
 
     def run():
         with torch.inference_mode():
@@ -161,15 +162,15 @@ def cases(args: argparse.Namespace) -> dict[str, Callable]:
     src = torch.randint(3, vocab, (args.batch, args.src_len), device=device)
     model = ours(size, vocab).to(device, dtype)
     runs = {
-        "ours greedy": lambda: greedy_decode(model, src, BOS, -1, out_len),
-        "ours beam5": lambda: beam_search(model, src, 5, BOS, -1, out_len),
+        "ours greedy": lambda: greedy_decode(model, src, BOS_ID, -1, out_len),
+        "ours beam5": lambda: beam_search(model, src, 5, BOS_ID, -1, out_len),
     }
     if args.unpacked:
         runs["ours greedy (unpacked)"] = without_onednn(runs["ours greedy"])
         runs["ours beam5 (unpacked)"] = without_onednn(runs["ours beam5"])
     if not args.no_uncached:
-        runs["ours greedy (no cache)"] = lambda: greedy_decode(model, src, BOS, -1, out_len, use_cache=False)
-        runs["ours beam5 (no cache)"] = lambda: beam_search(model, src, 5, BOS, -1, out_len, use_cache=False)
+        runs["ours greedy (no cache)"] = lambda: greedy_decode(model, src, BOS_ID, -1, out_len, use_cache=False)
+        runs["ours beam5 (no cache)"] = lambda: beam_search(model, src, 5, BOS_ID, -1, out_len, use_cache=False)
     hf = marian(size, vocab, dropout=0.0)
     if hf is not None:
         hf = hf.to(device, dtype).eval()

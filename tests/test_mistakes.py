@@ -58,6 +58,18 @@ MISTAKES = [
     ("prepare", "{data} data.tag=s", "data.tag='s' is not a tag name"),
     ("prepare", "{data} +data.extra_train.more.src={tmp}/val.fr", "needs both data.extra_train.more.src and"),
     ("prepare", "{data} +data.extra_train.more.wieght=2", "data.extra_train.more.wieght is no setting"),
+    ("average", "last=2", "missing required setting checkpoints"),
+    ("average", "checkpoints=[{dir}] last=2", "no step checkpoints in"),
+    ("average", "checkpoints=[{tmp}/run] last=2", "no step checkpoints in"),
+    ("average", "checkpoints=[{tmp}/nope.safetensors]", "does not exist"),
+    ("average", "checkpoints=[{tmp}/val.en] output={run}.safetensors", "is not a readable checkpoint"),
+    ("average", "checkpoints=[{tmp}/run/checkpoints/best.safetensors] last=1 best=1", "give last=N or best=N"),
+    ("average", "checkpoints=[{tmp}/run/checkpoints/best.safetensors]", "give output=FILE"),
+    ("average", "checkpoints=[{tmp}/run/checkpoints/best.safetensors] output={dir}", "is a folder"),
+    ("results", "output=r.md", "missing required setting checkpoints"),
+    ("results", "checkpoints=[{tmp}/run] decodings=[nope]", "names no preset"),
+    ("results", "checkpoints=[{tmp}/run] output={dir}", "is a folder"),
+    ("results", "checkpoints=[{dir}]", "no checkpoint in"),
 ]
 if NO_GPU:
     MISTAKES += [

@@ -103,18 +103,24 @@ def _unreadable(file: Path, err: Exception) -> UserError:
     return UserError(f"{file} is not a readable checkpoint ({err}); it may be truncated or corrupted")
 
 
-def _check_format(file: Path, metadata: dict[str, str]) -> None:
+def read_metadata(file: Path) -> dict[str, str]:
+    """A checkpoint file's metadata (config, step, val BLEU, ...) without reading its tensors."""
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            metadata = f.metadata() or {}
+    except (SafetensorError, OSError) as err:
+        raise _unreadable(file, err) from err
     if metadata.get("format") != FORMAT:
         raise UserError(f"{file} is not a checkpoint of this tool (format {metadata.get('format')!r})")
+    return metadata
 
 
 def read_header(path: str) -> tuple[Path, DictConfig, Tokenizer]:
     """A checkpoint's file, training config and tokenizer, without its weights (for checks before any work)."""
     file = resolve_checkpoint(path)
+    metadata = read_metadata(file)
     try:
         with safe_open(str(file), framework="pt") as f:
-            metadata = f.metadata() or {}
-            _check_format(file, metadata)
             models = [f.get_tensor(f"tokenizer.{side}").numpy().tobytes() for side in ("src", "tgt")]
     except (SafetensorError, OSError) as err:
         raise _unreadable(file, err) from err
@@ -124,13 +130,11 @@ def read_header(path: str) -> tuple[Path, DictConfig, Tokenizer]:
 def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint:
     """Load a checkpoint file or run directory without executing any code from it."""
     file = resolve_checkpoint(path)
+    metadata = read_metadata(file)
     try:
         tensors = load_file(str(file))
-        with safe_open(str(file), framework="pt") as f:
-            metadata = f.metadata() or {}
     except (SafetensorError, OSError) as err:
         raise _unreadable(file, err) from err
-    _check_format(file, metadata)
     tokenizer = Tokenizer(
         tensors.pop("tokenizer.src").numpy().tobytes(), tensors.pop("tokenizer.tgt").numpy().tobytes()
     )
