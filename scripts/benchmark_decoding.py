@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from hf_marian import BOS, PAD, SIZES, marian, model_config
 
 from transformer.decoding import beam_search, greedy_decode
-from transformer.fast_inference import PackedLinear
+from transformer.fast_inference import PackedLinear, inference_copy
 from transformer.model import Transformer
 
 
@@ -160,16 +160,19 @@ def cases(args: argparse.Namespace) -> dict[str, Callable]:
     torch.manual_seed(0)
     src = torch.randint(3, vocab, (args.batch, args.src_len), device=device)
     model = ours(size, vocab).to(device, dtype)
+    # each timed call makes and packs its own inference copy (a translator makes one for all its searches)
+    greedy = dict(bos_id=BOS, eos_id=-1, max_len=out_len)
+    beam5 = dict(greedy, beam_size=5)
     runs = {
-        "ours greedy": lambda: greedy_decode(model, src, BOS, -1, out_len),
-        "ours beam5": lambda: beam_search(model, src, 5, BOS, -1, out_len),
+        "ours greedy": lambda: greedy_decode(inference_copy(model), src, **greedy),
+        "ours beam5": lambda: beam_search(inference_copy(model), src, **beam5),
     }
     if args.unpacked:
         runs["ours greedy (unpacked)"] = without_onednn(runs["ours greedy"])
         runs["ours beam5 (unpacked)"] = without_onednn(runs["ours beam5"])
     if not args.no_uncached:
-        runs["ours greedy (no cache)"] = lambda: greedy_decode(model, src, BOS, -1, out_len, use_cache=False)
-        runs["ours beam5 (no cache)"] = lambda: beam_search(model, src, 5, BOS, -1, out_len, use_cache=False)
+        runs["ours greedy (no cache)"] = lambda: greedy_decode(inference_copy(model), src, **greedy, use_cache=False)
+        runs["ours beam5 (no cache)"] = lambda: beam_search(inference_copy(model), src, **beam5, use_cache=False)
     hf = marian(size, vocab, dropout=0.0)
     if hf is not None:
         hf = hf.to(device, dtype).eval()
