@@ -63,11 +63,11 @@ def test_lists_below_and_above_the_pool_size_tokenize_alike():
 
 
 def test_weights_changed_in_place_between_validations_are_used():
-    """Between two validations in training fused Adam updates the weights in place."""
+    """Fused Adam updates the weights in place between two validations; each validation searches a new copy."""
     t = translator()
     sentences = ["un chien rouge dort", "le chat"]
-    ids = t.tokenizer.encode_src(sentences)
-    val = {"src": sentences, "tgt": sentences, "src_ids": ids, "tgt_ids": ids}
+    src_ids = t.tokenizer.encode_src(sentences)
+    val = {"src": sentences, "tgt": sentences, "src_ids": src_ids, "tgt_ids": src_ids}
     trainer = dict(batch_tokens=64, precision="fp32", attention_images=0, progress=False, val_max_sentences=2)
     validator = Validator(t.model, t.tokenizer, val, OmegaConf.create({"trainer": trainer, "decoding": t.cfg}))
     validator.translator().search(sentences)
