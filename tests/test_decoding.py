@@ -7,7 +7,6 @@ from torch import Tensor
 from tests.conftest import tiny_model
 from transformer.config import DecodingConfig
 from transformer.decoding import Hypothesis, SearchOptions, beam_search, greedy_decode, search
-from transformer.search_state import generated
 
 BOS, EOS, PAD = 1, 2, 0
 
@@ -24,9 +23,11 @@ def hypotheses(model, src, max_len, strategy="beam", generator=None, **options) 
 
 
 def one_best(model, src, max_len, strategy="greedy", **options) -> list[list[int]]:
-    """Each sentence's ids as a greedy (or sampling) `search` with any options generated them, EOS included."""
+    """Each sentence's ids as a greedy (or sampling) `search` with any options generated them: EOS included where
+    generated (its log-probability counted)."""
+    eos = [options.get("eos_id", EOS)]
     hyps = hypotheses(model, src, max_len, strategy, **options)
-    return [generated(h[0], options.get("eos_id", EOS)) for h in hyps]
+    return [h.tokens + eos * (len(h.token_scores) - len(h.tokens)) for (h,) in hyps]
 
 
 def greedy_with_scores(model, src, max_len, eos_id=EOS, use_cache=True) -> tuple[Tensor, list[list[float]]]:

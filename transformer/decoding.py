@@ -9,7 +9,7 @@ the whole prefix. The two give the same ids. Lengths count generated tokens
 including EOS; BOS and pad are never generated. The search runs on the model it is
 given: whoever loads a model for inference passes its `inference_copy`
 (`transformer.fast_inference`), made once. `greedy_decode` and `beam_search` are
-keyword shorthands over `search` that return ids.
+keyword shorthands of `search` that return ids.
 """
 
 import torch
@@ -17,7 +17,7 @@ from torch import Tensor
 
 from transformer.beam import beam, penalty_divisor
 from transformer.config import DecodingConfig
-from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, generated, limits, strip_eos
+from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, limits, strip_eos
 
 __all__ = ["Hypothesis", "SearchOptions", "beam_search", "greedy_decode", "penalty_divisor", "search"]
 
@@ -83,8 +83,10 @@ def _as_hypotheses(ids: Tensor, scores: Tensor, eos_id: int, pad_id: int) -> lis
     return hyps
 
 
-def _limits(model, src: Tensor, options: SearchOptions, max_len: int | Tensor | None) -> Tensor:
-    """The per-sentence output limits (B,): `max_len`, else `options.output_limits` of the source lengths."""
+def _prepared(model, src: Tensor, options: SearchOptions, max_len: int | Tensor | None) -> Tensor:
+    """Put `model` in eval mode; the per-sentence output limits (B,): `max_len`, else `options.output_limits` of the
+    source lengths."""
+    model.eval()
     if max_len is None:
         return options.output_limits((src != model.pad_id).sum(1), model.max_positions)
     return limits(max_len, src.size(0), src.device)
@@ -111,26 +113,23 @@ def search(
     Output limits are `options.output_limits` of the source lengths unless `max_len` (an int or
     a (B,) tensor) is given; `generator` (on `src`'s device) drives sampling.
     """
-    model.eval()
-    limit = _limits(model, src, options, max_len)
+    limit = _prepared(model, src, options, max_len)
     if options.strategy == "beam":
         return beam(model, src, options, limit)
     ids, scores = _one_best(model, src, options, limit, _picker(options, generator, src.device))
     return _as_hypotheses(ids, scores, options.eos_id, model.pad_id)
 
 
+@torch.inference_mode()
 def greedy_decode(
     model, src: Tensor, *, bos_id: int, eos_id: int, max_len: int | Tensor, use_cache: bool = True
 ) -> Tensor:
-    """Greedy search: ids (B, ≤max_len) without BOS, EOS included where generated, pad_id after it.
+    """`search`'s greedy ids as one tensor (B, ≤max_len): without BOS, EOS included where generated, pad_id after.
 
     `max_len` may be a (B,) tensor of per-sentence limits.
     """
     options = SearchOptions.from_config(strategy="greedy", bos_id=bos_id, eos_id=eos_id, use_cache=use_cache)
-    rows = [generated(hyps[0], eos_id) for hyps in search(model, src, options, max_len=max_len)]
-    width = max(map(len, rows), default=0)
-    padded = [row + [model.pad_id] * (width - len(row)) for row in rows]
-    return torch.tensor(padded, dtype=torch.long, device=src.device).view(len(rows), width)
+    return _one_best(model, src, options, _prepared(model, src, options, max_len), _pick_greedy)[0]
 
 
 def beam_search(

@@ -28,11 +28,6 @@ def strip_eos(tokens: list[int], eos_id: int) -> list[int]:
     return tokens[:-1] if tokens and tokens[-1] == eos_id else tokens
 
 
-def generated(hyp: Hypothesis, eos_id: int) -> list[int]:
-    """The ids of our search's `hyp` as generated: its tokens, then EOS where one was generated (and scored)."""
-    return hyp.tokens + [eos_id] * (len(hyp.token_scores) - len(hyp.tokens))
-
-
 @dataclass(frozen=True)
 class SearchOptions:
     """The settings of one search; their meaning is documented on `DecodingConfig`, whose defaults they take."""
