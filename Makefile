@@ -58,9 +58,11 @@ bench: bench-setup tcmalloc
 	LD_PRELOAD="$(TCMALLOC)" $(BIN)/python scripts/benchmark_decoding.py --size small
 	LD_PRELOAD="$(TCMALLOC)" $(BIN)/python scripts/benchmark_training.py --size small
 
-# make results RUNS="outputs/make_train"
+# make results RUNS="outputs/make_train outputs/other"  (run folders or checkpoint files, space-separated)
+comma := ,
+space := $(subst ,, )
 results: setup
-	$(BIN)/python scripts/results.py $(RUNS) --output results.md
+	$(BIN)/transformer-results 'checkpoints=[$(subst $(space),$(comma),$(strip $(RUNS)))]' output=results.md
 
 clean:
 	rm -rf outputs .pytest_cache

@@ -35,11 +35,12 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
-from hf_marian import BOS, PAD, SIZES, marian, model_config
 
 from transformer.decoding import beam_search, greedy_decode
 from transformer.fast_inference import PackedLinear, inference_copy
+from transformer.marian_reference import SIZES, marian, model_config
 from transformer.model import Transformer
+from transformer.tokenizer import BOS_ID, PAD_ID
 
 
 def ours(size: str, vocab: int) -> Transformer:
@@ -48,7 +49,7 @@ def ours(size: str, vocab: int) -> Transformer:
 
 
 def hf_generate(model, src: torch.Tensor, beams: int, out_len: int) -> Callable[[], object]:
-    mask = src != PAD
+    mask = src != PAD_ID
 
     def run():
         with torch.inference_mode():
@@ -161,7 +162,7 @@ def cases(args: argparse.Namespace) -> dict[str, Callable]:
     src = torch.randint(3, vocab, (args.batch, args.src_len), device=device)
     model = ours(size, vocab).to(device, dtype)
     # each timed call makes and packs its own inference copy (a translator makes one for all its searches)
-    greedy = dict(bos_id=BOS, eos_id=-1, max_len=out_len)
+    greedy = dict(bos_id=BOS_ID, eos_id=-1, max_len=out_len)
     beam5 = dict(greedy, beam_size=5)
     runs = {
         "ours greedy": lambda: greedy_decode(inference_copy(model), src, **greedy),

@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable
 
 import torch
-from hf_marian import SIZES, marian, marian_loss, model_config
 
 from transformer.batching import collate
 from transformer.loss import loss_sum
+from transformer.marian_reference import SIZES, marian, marian_loss, model_config
 from transformer.model import Transformer
 from transformer.runtime import autocast
 

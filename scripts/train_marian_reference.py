@@ -18,13 +18,14 @@ from pathlib import Path
 import numpy as np
 import sacrebleu
 import torch
-from hf_marian import EOS, PAD, marian, marian_loss
 from tqdm import tqdm
 
 from transformer.batching import TrainBatches, pad
 from transformer.data import PreparedData
 from transformer.files import atomic_write_text
+from transformer.marian_reference import marian, marian_loss
 from transformer.optim import inverse_sqrt
+from transformer.tokenizer import EOS_ID, PAD_ID
 
 
 def train(model, data: TrainBatches, args: argparse.Namespace) -> int:
@@ -62,11 +63,15 @@ def translate(model, prepared: PreparedData, src_ids: list[list[int]], batch_siz
     hyps: list[str] = [""] * len(src_ids)
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
-        src = pad([src_ids[i] + [EOS] for i in rows])
+        src = pad([src_ids[i] + [EOS_ID] for i in rows])
         out = model.generate(
-            input_ids=src, attention_mask=src != PAD, num_beams=1, do_sample=False, max_new_tokens=src.size(1) * 2 + 10
+            input_ids=src,
+            attention_mask=src != PAD_ID,
+            num_beams=1,
+            do_sample=False,
+            max_new_tokens=src.size(1) * 2 + 10,
         )
-        ids = [[t for t in seq[1:].tolist() if t not in (PAD, EOS)] for seq in out]  # drop the start token
+        ids = [[t for t in seq[1:].tolist() if t not in (PAD_ID, EOS_ID)] for seq in out]  # drop the start token
         for i, text in zip(rows, prepared.tokenizer.decode_tgt(ids)):
             hyps[i] = text
     return hyps

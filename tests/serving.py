@@ -47,16 +47,16 @@ def offline_ids(service, sentence: str, **settings) -> list[int]:
     return Translator(service.model, service.tokenizer, cfg).search([sentence])[0][1][0].tokens
 
 
-def write_checkpoint(path: Path, family: str = "transformer") -> Path:
+def write_checkpoint(path: Path, family: str = "transformer", seed: int = 0, d_model: int = 32, **meta) -> Path:
     """A random tiny model (a Transformer, or Bahdanau's RNN) with a joint SentencePiece vocabulary of the test
-    words: fast, deterministic."""
+    words: fast, deterministic; `meta` (default step=7) goes into the file."""
     sentences = [" ".join(WORDS_FR[i:] + WORDS_EN[:i]) for i in range(len(WORDS_FR))] * 5
     proto = train_sentencepiece(iter(sentences), TokenizerConfig(vocab_size=60))
     tokenizer = Tokenizer(proto, proto)
     rnn = RNNConfig(embedding_dim=16, encoder_hidden=16, decoder_hidden=32, attention_dim=16)
     cfg = ModelConfig(
         family=family,
-        d_model=32,
+        d_model=d_model,
         n_heads=4,
         n_encoder_layers=2,
         n_decoder_layers=2,
@@ -65,9 +65,11 @@ def write_checkpoint(path: Path, family: str = "transformer") -> Path:
         max_positions=64,
         rnn=rnn,
     )
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = build_model(cfg, tokenizer).eval()
-    save_checkpoint(path, model, tokenizer, OmegaConf.create({"model": dataclasses.asdict(cfg)}), step=7)
+    save_checkpoint(
+        path, model, tokenizer, OmegaConf.create({"model": dataclasses.asdict(cfg)}), **(meta or {"step": 7})
+    )
     return path
 
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from transformer.cli.serve import serve
 from transformer.serve.batcher import Batcher, Job, SharedLock
-from transformer.serve.cli import serve
 
 
 def recording_batcher(**kwargs) -> tuple[Batcher, list]:

@@ -25,7 +25,7 @@ from transformer.translator import Translator
 ctranslate2 = pytest.importorskip("ctranslate2")
 transformers = pytest.importorskip("transformers")
 
-from transformer.export.cli import check_export, export  # noqa: E402
+from transformer.cli.export import check_export, export  # noqa: E402
 from transformer.export.engine import CTranslate2Translator  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -129,13 +129,25 @@ def test_ctranslate2_native_beam_stops_earlier_but_never_scores_better(toy, ct2_
             assert other[0].score <= mine[0].score + 1e-4
 
 
-def test_ctranslate2_int8_translates_close_to_float32(toy, ct2_exports):
+def test_ctranslate2_int8_scores_like_float32(toy, ct2_exports):
+    """int8 (weights per row, activations per row) shifts each token's log-probability a little, never wholesale.
+
+    Equal greedy outputs are no fair test: the toy's top tokens are close, and how often int8 flips them depends on
+    the CPU's int8 kernels (an AVX2 Zen 3 without VNNI kept 26-37% of them equal; AVX-512 machines kept over 70%).
+    """
     cfg = DecodingConfig(strategy="greedy")
     ours, int8 = both(toy, ct2_exports, "pre", cfg, quantization="int8")
-    pairs = [(a[0].tokens, b[0].tokens) for (_, a), (_, b) in zip(ours, int8) if a]
-    assert all(tokens for _, tokens in pairs)
-    same = sum(a == b for a, b in pairs) / len(pairs)
-    assert same >= 0.7, f"only {same:.0%} of int8 greedy outputs equal float32 ones"
+    assert all(b[0].tokens for (_, a), (_, b) in zip(ours, int8) if a)
+    tokenizer = load_checkpoint(str(toy["pre"])).tokenizer
+    kept = [(text, hyps[0].tokens) for text, (_, hyps) in zip(toy["sentences"], ours) if hyps]
+    sources = [tokenizer.src.encode(text, out_type=str) + ["</s>"] for text, _ in kept]
+    targets = [tokenizer.tgt.id_to_piece(list(tokens)) for _, tokens in kept]
+    float32, quantized = (
+        ctranslate2.Translator(str(ct2_exports[name]), device="cpu", compute_type=kind).score_batch(sources, targets)
+        for name, kind in (("pre_none", "float32"), ("pre_int8", "int8"))
+    )
+    shifts = [abs(a - b) for x, y in zip(float32, quantized) for a, b in zip(x.log_probs, y.log_probs)]
+    assert sum(shifts) / len(shifts) < 0.15, f"int8 moves a token's log-probability by {sum(shifts) / len(shifts):.3f}"
     size = {q: (ct2_exports[f"pre_{q}"] / "model.bin").stat().st_size for q in ("none", "int8")}
     assert size["int8"] < 0.5 * size["none"]
 

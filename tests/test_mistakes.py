@@ -49,6 +49,18 @@ MISTAKES = [
     ("prepare", "{data} data.tokenizer.vocab_size=8", "raise data.tokenizer.vocab_size"),
     ("prepare", "data=tatoeba data.shared_dir={dir} data.dir={tmp}/tatoeba", "has no download source"),
     ("train", "{data_damaged} {tiny} hydra.run.dir={run}", "rm -r"),
+    ("average", "last=2", "missing required setting checkpoints"),
+    ("average", "checkpoints=[{dir}] last=2", "no step checkpoints in"),
+    ("average", "checkpoints=[{tmp}/run] last=2", "no step checkpoints in"),
+    ("average", "checkpoints=[{tmp}/nope.safetensors]", "does not exist"),
+    ("average", "checkpoints=[{tmp}/val.en] output={run}.safetensors", "is not a readable checkpoint"),
+    ("average", "checkpoints=[{tmp}/run/checkpoints/best.safetensors] last=1 best=1", "give last=N or best=N"),
+    ("average", "checkpoints=[{tmp}/run/checkpoints/best.safetensors]", "give output=FILE"),
+    ("average", "checkpoints=[{tmp}/run/checkpoints/best.safetensors] output={dir}", "is a folder"),
+    ("results", "output=r.md", "missing required setting checkpoints"),
+    ("results", "checkpoints=[{tmp}/run] decodings=[nope]", "names no preset"),
+    ("results", "checkpoints=[{tmp}/run] output={dir}", "is a folder"),
+    ("results", "checkpoints=[{dir}]", "no checkpoint in"),
 ]
 if NO_GPU:
     MISTAKES += [

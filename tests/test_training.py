@@ -237,11 +237,11 @@ def test_mixed_precision_trains_like_fp32(corpus, tmp_path, precision, model):
 
 
 @pytest.mark.slow
-def test_average_checkpoints_script(corpus, tmp_path):
+def test_transformer_average(corpus, tmp_path):
     run = tmp_path / "run"
     train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=6", "trainer.val_every=2"], run)
-    script = Path(__file__).parent.parent / "scripts" / "average_checkpoints.py"
-    result = subprocess.run([sys.executable, str(script), str(run), "--last", "2"], capture_output=True, text=True)
+    command = [str(BIN / "transformer-average"), f"checkpoints=[{run}]", "last=2"]
+    result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     files = sorted((run / "checkpoints").glob("step_*.safetensors"))[-2:]
     a, b = (load_checkpoint(str(f)).model.state_dict() for f in files)

@@ -1,8 +1,7 @@
-"""docs/attention.md cannot drift: its numbers are recomputed here with the script's own functions."""
+"""docs/attention.md cannot drift: its numbers are recomputed here with the functions that wrote them."""
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,13 +9,10 @@ import pytest
 from tests.conftest import WORDS_EN, WORDS_FR, tiny_model
 from transformer.config import TokenizerConfig
 from transformer.tokenizer import Tokenizer, train_sentencepiece
+from transformer.walkthrough import sections as walk
+from transformer.walkthrough.page import render
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import attention_walkthrough as walk  # noqa: E402
-from attention_walkthrough_page import render  # noqa: E402
-
-DOCS = ROOT / "docs"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 UNTESTED = {"ms_cache", "ms_no_cache", "load_average", "timing_rounds"}  # timings: machine and load dependent
 
 

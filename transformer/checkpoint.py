@@ -99,17 +99,30 @@ def resolve_checkpoint(path: str) -> Path:
     return p
 
 
-def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint:
-    """Load a checkpoint file or run directory without executing any code from it."""
-    file = resolve_checkpoint(path)
+def _unreadable(file: Path, err: Exception) -> UserError:
+    return UserError(f"{file} is not a readable checkpoint ({err}); it may be truncated or corrupted")
+
+
+def read_metadata(file: Path) -> dict[str, str]:
+    """A checkpoint file's metadata (config, step, val BLEU, ...) without reading its tensors."""
     try:
-        tensors = load_file(str(file))
         with safe_open(str(file), framework="pt") as f:
             metadata = f.metadata() or {}
     except (SafetensorError, OSError) as err:
-        raise UserError(f"{file} is not a readable checkpoint ({err}); it may be truncated or corrupted") from err
+        raise _unreadable(file, err) from err
     if metadata.get("format") != FORMAT:
         raise UserError(f"{file} is not a checkpoint of this tool (format {metadata.get('format')!r})")
+    return metadata
+
+
+def load_checkpoint(path: str, device: torch.device | str = "cpu") -> Checkpoint:
+    """Load a checkpoint file or run directory without executing any code from it."""
+    file = resolve_checkpoint(path)
+    metadata = read_metadata(file)
+    try:
+        tensors = load_file(str(file))
+    except (SafetensorError, OSError) as err:
+        raise _unreadable(file, err) from err
     tokenizer = Tokenizer(
         tensors.pop("tokenizer.src").numpy().tobytes(), tensors.pop("tokenizer.tgt").numpy().tobytes()
     )

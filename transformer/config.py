@@ -261,6 +261,25 @@ class ExportConfig:
     export: ExportOptions = field(default_factory=ExportOptions)
 
 
+@dataclass
+class AverageConfig:
+    checkpoints: list[str] = MISSING  # run folders (their step checkpoints) and/or .safetensors files
+    last: int = 0  # average the N newest (by step); 0 = not chosen this way
+    best: int = 0  # or the N best by val BLEU; with neither, all of them
+    output: str | None = None  # default: RUN_DIR/checkpoints/avg_last{N}.safetensors of the first run folder
+
+
+@dataclass
+class ResultsConfig:
+    checkpoints: list[str] = MISSING  # run folders (their best checkpoint) and/or .safetensors files
+    output: str = "results.md"  # the Markdown report
+    # configs/decoding presets, each with optional overrides: "beam:beam_size=8,length_penalty=0.6"
+    decodings: list[str] = field(default_factory=lambda: ["greedy", "beam"])
+    extra_dir: str | None = None  # where Tatoeba test and newstest2014 lie; default: the checkpoint's data.shared_dir
+    samples: int = 12  # sample translations: half the best, half the worst by sentence BLEU
+    device: str = "auto"
+
+
 ENGINES = ("pytorch", "ctranslate2")  # decoding engines of transformer-translate and transformer-evaluate
 
 
@@ -273,3 +292,5 @@ def register_configs() -> None:
     cs.store(name="translate_schema", node=TranslateConfig)
     cs.store(name="serve_schema", node=ServeConfig)
     cs.store(name="export_schema", node=ExportConfig)
+    cs.store(name="average_schema", node=AverageConfig)
+    cs.store(name="results_schema", node=ResultsConfig)

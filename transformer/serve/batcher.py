@@ -88,7 +88,7 @@ class Batcher:
     ):
         self.decode, self.max_batch_tokens, self.batching = decode, max_batch_tokens, batching
         self.max_wait_s = max_wait_ms / 1000
-        self.model_lock = SharedLock()  # searches share the model; `exclusive()` for hooks on it
+        self.model_lock = SharedLock()  # searches share the model; `exclusive()` runs a pass alone (/attention's)
         self._pending: list[Job] = []
         self._cond = threading.Condition()
         self._stopping = False

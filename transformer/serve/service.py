@@ -168,7 +168,7 @@ class Service:
         tgt_ids = hyps[0].tokens if hyps else []
 
         def matrix() -> list[list[float]]:
-            with self.batcher.model_lock.exclusive():  # its hooks must see no other search
+            with self.batcher.model_lock.exclusive():  # the teacher-forced pass runs while no search does
                 weights = attention_matrix(self.model, src_ids, tgt_ids, request.layer)
             return [[round(w, 4) for w in row] for row in weights.cpu().tolist()]
 

@@ -8,13 +8,13 @@ import time
 import warnings
 
 import torch
-from attention_walkthrough_util import num
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from transformer.decoding import greedy_decode
 from transformer.fast_inference import inference_copy
 from transformer.model import Transformer
 from transformer.tokenizer import BOS_ID, EOS_ID
+from transformer.walkthrough.formats import num
 
 
 def small_random_model(vocab: int, seed: int, **sizes) -> Transformer:

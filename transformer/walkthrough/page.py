@@ -1,19 +1,17 @@
 """docs/attention.md's text and figures, drawn from the numbers in docs/attention_walkthrough.json.
 
-The numbers come from attention_walkthrough.py; nothing here computes attention.
+The numbers come from `sections.py` and its siblings; nothing here computes attention.
 """
 
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
-from attention_walkthrough_kv import section_kv_cache
-from attention_walkthrough_util import num
-from attention_walkthrough_variants import section_additive, section_patterns
 
 from transformer.plotting import heatmap, save_figure
-
-COMMAND = "python scripts/attention_walkthrough.py --checkpoint outputs/fren3k"
+from transformer.walkthrough.formats import num
+from transformer.walkthrough.kv_cache import section_kv_cache
+from transformer.walkthrough.variants import section_additive, section_patterns
 
 
 def vec(values, digits: int = 4) -> str:
@@ -31,7 +29,8 @@ def matrix(rows, labels=None) -> str:
     return "```\n" + "\n".join(lines) + "\n```"
 
 
-def intro() -> str:
+def intro(checkpoint: str) -> str:
+    """The page's opening; `checkpoint` is section 8's model, so the command shown is the one that made the page."""
     return f"""# Attention, run and checked
 
 This page walks through attention with small worked examples, the kind the classic explanations use,
@@ -42,12 +41,13 @@ additive, local, strided, LSH and Linformer variants from `transformer/attention
 `transformer/plotting.py`. There is no separate toy version.
 
 ```bash
-{COMMAND}    # a few minutes on a 2-core CPU
+python scripts/attention_walkthrough.py --checkpoint {checkpoint}    # a few minutes on a 2-core CPU
 ```
 
 The script writes every number to `docs/attention_walkthrough.json` and renders this page from it;
-`tests/test_walkthrough.py` (part of `make test`) recomputes the numbers with the script's own functions,
-compares them with the JSON and checks that this page is exactly what the JSON renders to.
+`tests/test_walkthrough.py` (part of `make test`) recomputes the numbers with the same functions
+(`transformer/walkthrough/`), compares them with the JSON and checks that this page is exactly what the JSON
+renders to.
 The examples come from five public explanations of attention the project grew from (seeds 000–004, listed at
 the end); where their printed numbers are wrong or rounded too far, the page shows the computed value and says so.
 
@@ -262,7 +262,7 @@ def sources() -> str:
 def render(data: dict) -> str:
     """The whole page."""
     sections = [
-        intro(),
+        intro((data.get("cross") or {}).get("checkpoint", "RUN_DIR")),
         section_five_token(data["five_token"]),
         section_three_keys(data["three_keys"]),
         section_scaling(data["scaling"]),

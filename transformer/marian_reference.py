@@ -1,29 +1,30 @@
-"""Our model sizes as `transformer-train` builds them, and Hugging Face MarianMT of the same sizes, for the
-benchmarks and the reference run (MarianMT needs the `bench` extra)."""
+"""Our model sizes as `transformer-train` builds them, and Hugging Face MarianMT of the same sizes: the reference
+of the speed benchmarks and of scripts/train_marian_reference.py. MarianMT needs the `bench` extra
+(transformers), imported only when one is built."""
 
 from pathlib import Path
 
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
+from transformer.cli import CONFIG_PATH
 from transformer.config import ModelConfig
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 SIZES = ("small", "base")  # configs/model/<size>.yaml
-CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "model"
 
 
 def model_config(size: str) -> ModelConfig:
     """The model settings of `configs/model/<size>.yaml` (over ModelConfig's defaults), as training reads them."""
-    merged = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.load(CONFIGS / f"{size}.yaml"))
+    merged = OmegaConf.merge(
+        OmegaConf.structured(ModelConfig), OmegaConf.load(Path(CONFIG_PATH) / "model" / f"{size}.yaml")
+    )
     return ModelConfig(**merged)
 
 
-PAD, BOS, EOS = PAD_ID, BOS_ID, EOS_ID  # our SentencePiece ids, which MarianMT is configured to use
-
-
 def marian(size: str, vocab: int, dropout: float):
-    """A randomly initialised MarianMT of `size` over our joint vocabulary, or None without `transformers`.
+    """A randomly initialised MarianMT of `size` over our joint vocabulary (and our special ids), or None without
+    `transformers`.
 
     Set as the Helsinki-NLP opus-mt models are (swish, embeddings scaled by sqrt(d_model)); the library's bare
     defaults (gelu, unscaled embeddings under sinusoidal positions of norm ~sqrt(d/2)) train far more slowly."""
@@ -43,9 +44,9 @@ def marian(size: str, vocab: int, dropout: float):
         encoder_ffn_dim=ff,
         decoder_ffn_dim=ff,
         max_position_embeddings=512,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-        decoder_start_token_id=BOS,
+        pad_token_id=PAD_ID,
+        eos_token_id=EOS_ID,
+        decoder_start_token_id=BOS_ID,
         forced_eos_token_id=None,
         dropout=dropout,
         activation_function="swish",
@@ -56,7 +57,7 @@ def marian(size: str, vocab: int, dropout: float):
 
 def marian_loss(model, batch, label_smoothing: float):
     """Mean label-smoothed cross-entropy of MarianMT on one of our padded batches (teacher forcing)."""
-    logits = model(input_ids=batch.src, attention_mask=batch.src != PAD, decoder_input_ids=batch.tgt_in).logits
+    logits = model(input_ids=batch.src, attention_mask=batch.src != PAD_ID, decoder_input_ids=batch.tgt_in).logits
     return F.cross_entropy(
-        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
+        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID, label_smoothing=label_smoothing
     )

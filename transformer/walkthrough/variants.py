@@ -9,7 +9,6 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
-from attention_walkthrough_util import rows
 from torch import nn
 
 from transformer.attention import Knobs, attention_weights
@@ -20,6 +19,7 @@ from transformer.attention.local import LocalAttention
 from transformer.attention.lsh import LSHAttention
 from transformer.attention.strided import StridedAttention
 from transformer.plotting import save_figure
+from transformer.walkthrough.formats import rows
 
 LENGTH = 32  # tokens of the pattern example
 KNOBS = Knobs(window=4, stride=8, bucket_size=8, n_hashes=2, rank=8, max_length=LENGTH)

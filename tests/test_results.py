@@ -1,0 +1,81 @@
+"""The results table (`transformer-results`): decoding presets, test sets, sample rows and the whole report."""
+
+import gzip
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sacrebleu
+from omegaconf import OmegaConf
+
+from tests.conftest import WORDS_EN, WORDS_FR
+from transformer import results
+from transformer.cli import CONFIG_PATH
+from transformer.config import DataConfig, DecodingConfig
+from transformer.errors import UserError
+from transformer.results import decoding, samples
+
+BIN = Path(sys.executable).parent
+CONFIGS = Path(CONFIG_PATH)
+
+
+def test_a_preset_with_overrides():
+    beam = decoding("beam", CONFIGS)
+    tuned = decoding("beam:beam_size=3,length_penalty=0.6", CONFIGS)
+    assert isinstance(tuned, DecodingConfig) and tuned.strategy == beam.strategy == "beam"
+    assert (tuned.beam_size, tuned.length_penalty) == (3, 0.6)
+    assert tuned.max_len_a == beam.max_len_a
+
+
+@pytest.mark.parametrize(("spec", "message"), [("nope", "names no preset"), ("beam:beam_sise=3", "beam_sise")])
+def test_a_bad_decoding_is_a_user_error(spec, message):
+    with pytest.raises(UserError, match=message):
+        decoding(spec, CONFIGS)
+
+
+@pytest.mark.parametrize("n", [0, 1, 4, 5, 10])
+def test_samples_are_the_best_then_the_worst_by_sentence_bleu(n):
+    sources = [" ".join(WORDS_FR[:i]) for i in range(1, 11)]
+    refs = [" ".join(WORDS_EN[:i]) for i in range(1, 11)]
+    hyps = [" ".join(WORDS_EN[: i // 2 + i % 3]) for i in range(1, 11)]
+
+    def bleu(i: int) -> float:
+        return sacrebleu.sentence_bleu(hyps[i], [refs[i]]).score
+
+    rows = samples(sources, hyps, refs, n)[2:]
+    shown = [bleu(sources.index(row.split(" | ")[0].removeprefix("| "))) for row in rows]
+    ranked = sorted(map(bleu, range(10)), reverse=True)
+    assert shown == ranked[: n // 2] + ranked[10 - (n - n // 2) :]
+
+
+def test_extra_test_sets_in_the_same_direction(tmp_path):
+    for corpus in ("tatoeba", "mine"):
+        (tmp_path / corpus).mkdir()
+        for lang in ("fr", "en"):
+            (tmp_path / corpus / f"test.{lang}.gz").write_bytes(gzip.compress(b"un chien\n"))
+    mine = {"src": str(tmp_path / "mine" / "test.fr.gz"), "tgt": str(tmp_path / "mine" / "test.en.gz")}
+    cfg = OmegaConf.merge(OmegaConf.structured(DataConfig), {"name": "files", "test": {"mine": mine}})
+    assert list(results.test_sets(cfg, str(tmp_path))) == ["mine", "tatoeba_test"]
+    assert list(results.test_sets(cfg, str(tmp_path / "elsewhere"))) == ["mine"]
+    assert list(results.test_sets(OmegaConf.merge(cfg, {"src_lang": "de"}), str(tmp_path))) == ["mine"]
+
+
+@pytest.mark.slow
+def test_the_report_through_the_console_script(cli_setup, tmp_path):
+    """Every test set x decoding gives one row, plus the hardware, the signatures and the sample rows."""
+    report = tmp_path / "results.md"
+    args = f"""checkpoints=[{cli_setup["tmp"]}/run] 'decodings=[greedy,"beam:beam_size=2"]' samples=4"""
+    args += f" output={report} extra_dir={tmp_path}"
+    result = subprocess.run(
+        [str(BIN / "transformer-results"), *shlex.split(args)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = report.read_text().splitlines()
+    rows = [line for line in lines if line.startswith(f"| {cli_setup['tmp']}/run |")]
+    assert [row.split(" | ")[3:5] for row in rows] == [["toy", "greedy"], ["toy", "beam 2, power α=1.0"]]
+    assert rows == result.stdout.splitlines()[:2] and f"wrote {report}" in result.stdout
+    assert any(line.startswith("Hardware: ") for line in lines)
+    assert sum(line.startswith(("BLEU: `", "chrF: `")) for line in lines) == 2
+    assert len(lines[lines.index("| source | ours | reference |") :]) == 2 + 4

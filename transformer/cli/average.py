@@ -1,0 +1,36 @@
+"""`transformer-average`: average the weights of several checkpoints of a run into one checkpoint."""
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from transformer.averaging import average, candidates, select
+from transformer.cli import hydra_app, user_errors
+from transformer.config import AverageConfig
+from transformer.errors import UserError
+
+
+def output_path(cfg: DictConfig) -> Path:
+    """`output`, else RUN_DIR/checkpoints/avg_last{N}.safetensors (avg_best{N}, avg_all) of the first run folder."""
+    if cfg.output:
+        return Path(cfg.output)
+    run_dir = next((Path(p) for p in cfg.checkpoints if Path(p).is_dir()), None)
+    if run_dir is None:
+        raise UserError("give output=FILE.safetensors (the default lies in the first run folder; none was given)")
+    name = f"avg_last{cfg.last}" if cfg.last else f"avg_best{cfg.best}" if cfg.best else "avg_all"
+    return run_dir / "checkpoints" / f"{name}.safetensors"
+
+
+@hydra_app("average", AverageConfig)
+def main(cfg: DictConfig) -> None:
+    with user_errors():
+        files = select(candidates(list(cfg.checkpoints)), cfg.last, cfg.best)
+        output = output_path(cfg)
+        if output.is_dir():
+            raise UserError(f"output={output} is a folder; give the averaged checkpoint's file name")
+        steps = average(files, output)
+        print(f"averaged {len(files)} checkpoints (steps {steps}) -> {output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""`transformer-results`: the results table of checkpoints x test sets x decodings, as Markdown."""
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from transformer.checkpoint import load_checkpoint
+from transformer.cli import CONFIG_PATH, hydra_app, user_errors
+from transformer.config import ResultsConfig
+from transformer.config_checks import check_config
+from transformer.errors import UserError
+from transformer.files import atomic_write_text
+from transformer.results import Report, decoding, test_sets
+from transformer.runtime import pick_device
+
+
+@hydra_app("results", ResultsConfig)
+def main(cfg: DictConfig) -> None:
+    with user_errors():
+        check_config(cfg)
+        if not cfg.checkpoints or not cfg.decodings or cfg.samples < 0:
+            raise UserError("give checkpoints=[RUN_DIR|FILE,...] and decodings=[PRESET,...] (one at least), samples>=0")
+        if Path(cfg.output).is_dir():
+            raise UserError(f"output={cfg.output} is a folder; give the report's file name")
+        report = Report({spec: decoding(spec, Path(CONFIG_PATH)) for spec in cfg.decodings}, cfg.samples)
+        device = pick_device(cfg.device)
+        for path in cfg.checkpoints:
+            ckpt = load_checkpoint(path, device)
+            report.score(path, ckpt, test_sets(ckpt.config.data, cfg.extra_dir))
+        atomic_write_text(Path(cfg.output), report.markdown())
+        print(f"wrote {cfg.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The results table: checkpoints x test sets x decodings, with BLEU, chrF and how each was obtained.
+
+Test sets: every test split of the checkpoint's own corpus, plus, when found under
+`extra_dir` (default: the checkpoint's data.shared_dir), Tatoeba test and newstest2014 in
+the same direction. Decodings are `configs/decoding/*.yaml` presets, each with optional
+overrides (`beam:length_penalty=0.6`; choose them on val, e.g. with
+`transformer-evaluate -m split=val decoding.length_penalty=0.6,1.0 ...`). The Markdown
+holds one table, the sacreBLEU signatures, and sample translations (the best and worst
+by sentence BLEU) from the first test set.
+"""
+
+import platform
+from pathlib import Path
+
+import sacrebleu
+import torch
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from transformer.checkpoint import Checkpoint
+from transformer.config import DecodingConfig
+from transformer.corpus import ParallelFiles, evaluation_splits, fetch, read_parallel
+from transformer.errors import UserError
+from transformer.translator import Translator
+
+EXTRA = {"tatoeba_test": ("tatoeba", "test"), "newstest2014": ("newstest2014", "test")}
+HEADER = ["| checkpoint | params | trained | test set | decoding | BLEU | chrF |", "|---|---|---|---|---|---|---|"]
+
+
+def decoding(spec: str, config_dir: Path) -> DecodingConfig:
+    """A `configs/decoding` preset with optional overrides: `beam` or `beam:beam_size=8,length_penalty=0.6`."""
+    name, _, overrides = spec.partition(":")
+    preset = config_dir / "decoding" / f"{name}.yaml"
+    if not preset.exists():
+        presets = ", ".join(sorted(p.stem for p in preset.parent.glob("*.yaml")))
+        raise UserError(f"decodings: {spec!r} names no preset in configs/decoding ({presets})")
+    try:
+        dotlist = OmegaConf.from_dotlist([o for o in overrides.split(",") if o])
+        merged = OmegaConf.merge(OmegaConf.structured(DecodingConfig), OmegaConf.load(preset), dotlist)
+    except OmegaConfBaseException as err:
+        raise UserError(f"decodings: {spec!r}: {str(err).splitlines()[0]}") from None
+    return OmegaConf.to_object(merged)
+
+
+def test_sets(data_cfg: DictConfig, extra_dir: str | None) -> dict[str, ParallelFiles]:
+    """The checkpoint's own test splits, plus Tatoeba test and newstest2014 where `extra_dir` holds them."""
+    sets = fetch(data_cfg, evaluation_splits(data_cfg))
+    extra = extra_dir or data_cfg.get("shared_dir")
+    for name, (corpus, split) in EXTRA.items() if extra else []:
+        files = ParallelFiles(
+            *(Path(extra) / corpus / f"{split}.{lang}.gz" for lang in (data_cfg.src_lang, data_cfg.tgt_lang))
+        )
+        if files.src.exists() and files.tgt.exists() and data_cfg.get("name") != corpus:
+            sets[name] = files
+    return sets
+
+
+def hardware() -> str:
+    """The GPU's name, else the CPU's model and torch's thread count."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return f"{model}, {torch.get_num_threads()} threads"
+
+
+def cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|")
+
+
+def samples(sources: list[str], hyps: list[str], refs: list[str], n: int) -> list[str]:
+    """Markdown rows for the n/2 best and n/2 worst translations by sentence BLEU."""
+    scored = sorted(range(len(hyps)), key=lambda i: -sacrebleu.sentence_bleu(hyps[i], [refs[i]]).score)
+    picked = scored[: n // 2] + scored[len(scored) - (n - n // 2) :]
+    rows = ["| source | ours | reference |", "|---|---|---|"]
+    return rows + [f"| {cell(sources[i])} | {cell(hyps[i])} | {cell(refs[i])} |" for i in picked]
+
+
+def label(cfg: DecodingConfig) -> str:
+    """A decoding as the table names it: greedy, or beam 5, power α=1.0."""
+    if cfg.strategy == "beam":
+        return f"beam {cfg.beam_size}, {cfg.length_penalty_kind} α={cfg.length_penalty}"
+    return cfg.strategy
+
+
+class Report:
+    """The table's rows, the sacreBLEU signatures and the sample rows, filled in checkpoint by checkpoint."""
+
+    def __init__(self, decodings: dict[str, DecodingConfig], n_samples: int) -> None:
+        self.decodings, self.n_samples = decodings, n_samples
+        self.rows, self.signatures, self.sample_rows = list(HEADER), set(), []
+
+    def score(self, name: str, ckpt: Checkpoint, sets: dict[str, ParallelFiles]) -> None:
+        """Translate every test set with every decoding and add one row each (also printed)."""
+        params = sum(p.numel() for p in ckpt.model.parameters()) / 1e6
+        trained = f"{float(ckpt.meta.get('train_minutes') or 'nan'):.0f} min, step {ckpt.meta.get('step')}"
+        for set_name, files in sets.items():
+            pairs = list(read_parallel(files))
+            sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+            for spec, cfg in self.decodings.items():
+                hyps = Translator(ckpt.model, ckpt.tokenizer, cfg).translate(sources, progress=True)
+                bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
+                b, c = bleu.corpus_score(hyps, [refs]).score, chrf.corpus_score(hyps, [refs]).score
+                row = f"| {name} | {params:.1f}M | {trained} | {set_name} | {label(cfg)} | {b:.2f} | {c:.2f} |"
+                self.rows.append(row)
+                print(row, flush=True)
+                self.signatures.update({f"BLEU: `{bleu.get_signature()}`", f"chrF: `{chrf.get_signature()}`"})
+                if not self.sample_rows and spec == list(self.decodings)[-1]:
+                    self.sample_rows = samples(sources, hyps, refs, self.n_samples)
+
+    def markdown(self) -> str:
+        """The whole report: the table, the hardware, the signatures and the samples."""
+        last = list(self.decodings)[-1]
+        return (
+            "\n".join(
+                [
+                    *self.rows,
+                    "",
+                    f"Hardware: {hardware()}.",
+                    *sorted(self.signatures),
+                    "",
+                    f"Samples ({last}, first test set, best and worst by sentence BLEU):",
+                    "",
+                    *self.sample_rows,
+                ]
+            )
+            + "\n"
+        )
