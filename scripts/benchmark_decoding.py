@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer.decoding import beam_search, greedy_decode
-from transformer.fast_inference import PackedLinear
+from transformer.fast_inference import PackedLinear, inference_copy
 from transformer.marian_reference import SIZES, marian, model_config
 from transformer.model import Transformer
 from transformer.tokenizer import BOS_ID, PAD_ID
@@ -161,16 +161,19 @@ def cases(args: argparse.Namespace) -> dict[str, Callable]:
     torch.manual_seed(0)
     src = torch.randint(3, vocab, (args.batch, args.src_len), device=device)
     model = ours(size, vocab).to(device, dtype)
+    # each timed call makes and packs its own inference copy (a translator makes one for all its searches)
+    greedy = dict(bos_id=BOS_ID, eos_id=-1, max_len=out_len)
+    beam5 = dict(greedy, beam_size=5)
     runs = {
-        "ours greedy": lambda: greedy_decode(model, src, BOS_ID, -1, out_len),
-        "ours beam5": lambda: beam_search(model, src, 5, BOS_ID, -1, out_len),
+        "ours greedy": lambda: greedy_decode(inference_copy(model), src, **greedy),
+        "ours beam5": lambda: beam_search(inference_copy(model), src, **beam5),
     }
     if args.unpacked:
         runs["ours greedy (unpacked)"] = without_onednn(runs["ours greedy"])
         runs["ours beam5 (unpacked)"] = without_onednn(runs["ours beam5"])
     if not args.no_uncached:
-        runs["ours greedy (no cache)"] = lambda: greedy_decode(model, src, BOS_ID, -1, out_len, use_cache=False)
-        runs["ours beam5 (no cache)"] = lambda: beam_search(model, src, 5, BOS_ID, -1, out_len, use_cache=False)
+        runs["ours greedy (no cache)"] = lambda: greedy_decode(inference_copy(model), src, **greedy, use_cache=False)
+        runs["ours beam5 (no cache)"] = lambda: beam_search(inference_copy(model), src, **beam5, use_cache=False)
     hf = marian(size, vocab, dropout=0.0)
     if hf is not None:
         hf = hf.to(device, dtype).eval()

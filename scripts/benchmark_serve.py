@@ -35,7 +35,6 @@ from omegaconf import OmegaConf
 
 from transformer.checkpoint import load_checkpoint
 from transformer.config import DecodingConfig
-from transformer.fast_inference import inference_copy
 from transformer.translator import Translator
 
 DEFAULT_FILE = "/work/shared/data/multi30k/test_2016_flickr.fr.gz"
@@ -56,7 +55,7 @@ def offline(checkpoint: str, sentences: list[str], decoding: DecodingConfig, rou
     """Offline throughput (one search over all, median of `rounds`) and single-sentence latencies, after loading
     and packing the weights once (as the server does)."""
     ckpt = load_checkpoint(checkpoint)
-    translator = Translator(inference_copy(ckpt.model), ckpt.tokenizer, decoding)
+    translator = Translator(ckpt.model, ckpt.tokenizer, decoding)
     translator.translate(sentences[:8])  # warm-up
     times = []
     for _ in range(rounds):

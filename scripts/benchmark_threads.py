@@ -19,7 +19,6 @@ from benchmark_serve import DEFAULT_FILE, read_sentences
 
 from transformer.checkpoint import load_checkpoint
 from transformer.config import DecodingConfig
-from transformer.fast_inference import inference_copy
 from transformer.translator import Translator
 
 
@@ -38,7 +37,7 @@ def layer_norm_us(reps: int = 5000) -> str:
 def searches(checkpoint: str, file: str) -> Callable[[], str]:
     """A function timing beam searches (beam 5) of one sentence at a time and of groups of 32."""
     ckpt = load_checkpoint(checkpoint)
-    translator = Translator(inference_copy(ckpt.model), ckpt.tokenizer, DecodingConfig(strategy="beam", batch_size=32))
+    translator = Translator(ckpt.model, ckpt.tokenizer, DecodingConfig(strategy="beam", batch_size=32))
     sentences = read_sentences(file, 256)
 
     def timed() -> str:

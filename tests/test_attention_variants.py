@@ -10,15 +10,15 @@ from omegaconf import OmegaConf
 
 import transformer.attention.additive as additive
 from tests.conftest import tiny_model
+from tests.test_decoding import greedy, hypotheses
 from transformer.attention import VARIANTS, Knobs, build_attention, padding_mask, usable
 from transformer.checkpoint import load_checkpoint
 from transformer.config import AttentionConfig, ModelConfig
 from transformer.config_checks import check_config
-from transformer.decoding import beam_search_hypotheses, greedy_decode
 from transformer.errors import UserError
 from transformer.model import Transformer, build_model
 
-BOS, EOS, PAD = 1, 2, 0
+PAD = 0
 DECODER = [n for n in VARIANTS if usable(n, "decoder")]
 CROSS = [n for n in VARIANTS if usable(n, "cross")]
 
@@ -111,10 +111,10 @@ def src_batch():
 @pytest.mark.parametrize("use, name", [("decoder", n) for n in DECODER] + [("cross", n) for n in CROSS])
 def test_cached_equals_uncached(use, name):
     model, src = model_with(**{use: name}), src_batch()
-    ids_c = greedy_decode(model, src, BOS, EOS, 16, use_cache=True)
-    assert torch.equal(ids_c, greedy_decode(model, src, BOS, EOS, 16, use_cache=False))
-    cached = beam_search_hypotheses(model, src, 3, BOS, EOS, 12, n_best=3, use_cache=True)
-    uncached = beam_search_hypotheses(model, src, 3, BOS, EOS, 12, n_best=3, use_cache=False)
+    ids_c = greedy(model, src, 16, use_cache=True)
+    assert torch.equal(ids_c, greedy(model, src, 16, use_cache=False))
+    cached = hypotheses(model, src, 12, beam_size=3, n_best=3, use_cache=True)
+    uncached = hypotheses(model, src, 12, beam_size=3, n_best=3, use_cache=False)
     assert [[h.tokens for h in hs] for hs in cached] == [[h.tokens for h in hs] for hs in uncached]
 
 

@@ -2,20 +2,38 @@ import math
 
 import pytest
 import torch
+from torch import Tensor
 
 from tests.conftest import tiny_model
 from transformer.config import DecodingConfig
-from transformer.decoding import (
-    Hypothesis,
-    SearchOptions,
-    beam_search,
-    beam_search_hypotheses,
-    greedy_decode,
-    sample_decode,
-    search,
-)
+from transformer.decoding import Hypothesis, SearchOptions, beam_search, greedy_decode, search
 
 BOS, EOS, PAD = 1, 2, 0
+
+
+def greedy(model, src, max_len, eos_id=EOS, use_cache=True) -> Tensor:
+    """`greedy_decode` from BOS."""
+    return greedy_decode(model, src, bos_id=BOS, eos_id=eos_id, max_len=max_len, use_cache=use_cache)
+
+
+def hypotheses(model, src, max_len, strategy="beam", generator=None, **options) -> list[list[Hypothesis]]:
+    """`search` with the `SearchOptions` named (BOS and EOS by default)."""
+    options = SearchOptions.from_config(strategy=strategy, **options)
+    return search(model, src, options, generator=generator, max_len=max_len)
+
+
+def one_best(model, src, max_len, strategy="greedy", **options) -> list[list[int]]:
+    """Each sentence's ids as a greedy (or sampling) `search` with any options generated them: EOS included where
+    generated (its log-probability counted)."""
+    eos = [options.get("eos_id", EOS)]
+    hyps = hypotheses(model, src, max_len, strategy, **options)
+    return [h.tokens + eos * (len(h.token_scores) - len(h.tokens)) for (h,) in hyps]
+
+
+def greedy_with_scores(model, src, max_len, eos_id=EOS, use_cache=True) -> tuple[Tensor, list[list[float]]]:
+    """`greedy`'s ids and each sentence's token log-probabilities (EOS included where generated)."""
+    hyps = hypotheses(model, src, max_len, strategy="greedy", eos_id=eos_id, use_cache=use_cache)
+    return greedy(model, src, max_len, eos_id, use_cache), [h[0].token_scores for h in hyps]
 
 
 def batch_src(seed=0):
@@ -29,8 +47,8 @@ def batch_src(seed=0):
 @pytest.mark.parametrize("eos", [EOS, -1])
 def test_greedy_cached_equals_uncached(eos):
     model, src = tiny_model(), batch_src()
-    ids_c, lp_c = greedy_decode(model, src, BOS, eos, 20, use_cache=True, return_scores=True)
-    ids_u, lp_u = greedy_decode(model, src, BOS, eos, 20, use_cache=False, return_scores=True)
+    ids_c, lp_c = greedy_with_scores(model, src, 20, eos, use_cache=True)
+    ids_u, lp_u = greedy_with_scores(model, src, 20, eos, use_cache=False)
     assert torch.equal(ids_c, ids_u)
     torch.testing.assert_close(lp_c, lp_u, atol=1e-5, rtol=0)
     if eos == -1:
@@ -40,8 +58,8 @@ def test_greedy_cached_equals_uncached(eos):
 @pytest.mark.parametrize("eos", [EOS, -1])
 def test_beam_cached_equals_uncached(eos):
     model, src = tiny_model(seed=3), batch_src(1)
-    cached = beam_search_hypotheses(model, src, 4, BOS, eos, 15, n_best=4, use_cache=True)
-    uncached = beam_search_hypotheses(model, src, 4, BOS, eos, 15, n_best=4, use_cache=False)
+    cached = hypotheses(model, src, 15, beam_size=4, n_best=4, eos_id=eos, use_cache=True)
+    uncached = hypotheses(model, src, 15, beam_size=4, n_best=4, eos_id=eos, use_cache=False)
     for hc, hu in zip(cached, uncached):
         assert [h.tokens for h in hc] == [h.tokens for h in hu]
         for a, b in zip(hc, hu):
@@ -51,9 +69,9 @@ def test_beam_cached_equals_uncached(eos):
 
 def assert_beam_one_equals_greedy(model, src):
     """Beam search of width 1 (no length penalty) picks exactly the greedy tokens."""
-    greedy = greedy_decode(model, src, BOS, EOS, 20).tolist()
-    beam = beam_search(model, src, 1, BOS, EOS, 20, length_penalty=0.0)
-    assert beam == [[t for t in row if t not in (EOS, PAD)] for row in greedy]
+    ids = greedy(model, src, 20).tolist()
+    beam = beam_search(model, src, beam_size=1, bos_id=BOS, eos_id=EOS, max_len=20, length_penalty=0.0)
+    assert beam == [[t for t in row if t not in (EOS, PAD)] for row in ids]
 
 
 def assert_alone_equals_batched(model, src, search):
@@ -61,8 +79,8 @@ def assert_alone_equals_batched(model, src, search):
 
     def run(x):
         if search == "greedy":
-            return [[t for t in row if t not in (EOS, PAD)] for row in greedy_decode(model, x, BOS, EOS, 20).tolist()]
-        return beam_search(model, x, 4, BOS, EOS, 20)
+            return [[t for t in row if t not in (EOS, PAD)] for row in greedy(model, x, 20).tolist()]
+        return beam_search(model, x, beam_size=4, bos_id=BOS, eos_id=EOS, max_len=20)
 
     batched = run(src)
     for i in range(src.size(0)):
@@ -110,9 +128,9 @@ TABLE = {(): {A: 0.6, B: 0.4}, (A,): {A: 0.34, B: 0.33, EOS: 0.33}, (B,): {EOS: 
 
 def test_beam_finds_the_sequence_greedy_misses():
     model, src = ScriptedModel(TABLE), torch.tensor([[5, EOS]])
-    greedy = greedy_decode(model, src, BOS, EOS, 4, use_cache=False).tolist()[0]
-    assert greedy[:2] == [A, A]
-    hyps = beam_search_hypotheses(model, src, 2, BOS, EOS, 4, length_penalty=0.0, use_cache=False)
+    ids = greedy(model, src, 4, use_cache=False).tolist()[0]
+    assert ids[:2] == [A, A]
+    hyps = hypotheses(model, src, 4, beam_size=2, length_penalty=0.0, use_cache=False)
     assert hyps[0][0].tokens == [B]
     assert hyps[0][0].score == pytest.approx(math.log(0.4) + math.log(0.9), abs=1e-6)
 
@@ -134,7 +152,8 @@ LOG_B, LOG_AA = math.log(0.45), math.log(0.55 * 0.8 * 0.95)
 )
 def test_scripted_beam_scores_for_each_length_penalty(kind, alpha, expected):
     model, src = ScriptedModel(PENALTY_TABLE), torch.tensor([[5, EOS]])
-    hyps = beam_search_hypotheses(model, src, 2, BOS, EOS, 6, alpha, kind, n_best=2, use_cache=False)[0]
+    options = dict(beam_size=2, length_penalty=alpha, length_penalty_kind=kind, n_best=2, use_cache=False)
+    hyps = hypotheses(model, src, 6, **options)[0]
     assert [h.tokens for h in hyps] == [tokens for tokens, _ in expected]
     for h, (_, score) in zip(hyps, expected):
         assert h.score == pytest.approx(score, abs=1e-6)
@@ -145,13 +164,13 @@ def test_a_finished_short_hypothesis_does_not_stop_the_search():
     # "B EOS" is the top beam after step 2, but with len^1 normalisation "A A EOS" can still
     # (and does) overtake it, so the search must go on.
     model, src = ScriptedModel(PENALTY_TABLE), torch.tensor([[5, EOS]])
-    best = beam_search(model, src, 2, BOS, EOS, 6, length_penalty=1.0, use_cache=False)
+    best = beam_search(model, src, beam_size=2, bos_id=BOS, eos_id=EOS, max_len=6, length_penalty=1.0, use_cache=False)
     assert best == [[A, A]]
 
 
 def test_n_best_is_distinct_and_sorted():
     model, src = tiny_model(seed=11), batch_src(4)
-    for hyps in beam_search_hypotheses(model, src, 5, BOS, EOS, 12, n_best=5):
+    for hyps in hypotheses(model, src, 12, beam_size=5, n_best=5):
         assert len(hyps) == 5
         assert len({tuple(h.tokens) for h in hyps}) == 5
         assert all(a.score >= b.score for a, b in zip(hyps, hyps[1:]))
@@ -160,13 +179,13 @@ def test_n_best_is_distinct_and_sorted():
 def test_per_sentence_max_len_and_min_len():
     model, src = tiny_model(seed=2), batch_src(5)
     limit = torch.tensor([3, 5, 7, 9])
-    out = greedy_decode(model, src, BOS, -1, limit)
+    out = greedy(model, src, limit, eos_id=-1)
     assert [int((row != PAD).sum()) for row in out] == [3, 5, 7, 9]
-    beams = beam_search(model, src, 3, BOS, -1, limit)
+    beams = beam_search(model, src, beam_size=3, bos_id=BOS, eos_id=-1, max_len=limit)
     assert [len(h) for h in beams] == [3, 5, 7, 9]
     scripted = ScriptedModel({})  # would end at once: EOS has probability 1 everywhere
-    assert greedy_decode(scripted, src[:1], BOS, EOS, 10, use_cache=False).tolist()[0] == [EOS]
-    forced = greedy_decode(scripted, src[:1], BOS, EOS, 10, use_cache=False, min_len=4).tolist()[0]
+    assert greedy(scripted, src[:1], 10, use_cache=False).tolist()[0] == [EOS]
+    forced = one_best(scripted, src[:1], 10, use_cache=False, min_len=4)[0]
     assert len(forced) == 5 and forced[-1] == EOS and EOS not in forced[:4]
 
 
@@ -177,24 +196,24 @@ def has_repeat(tokens, n):
 
 def test_no_repeat_ngram_blocks_repeats():
     model, src = tiny_model(seed=0), batch_src(0)
-    plain = greedy_decode(model, src, BOS, -1, 20).tolist()
+    plain = greedy(model, src, 20, eos_id=-1).tolist()
     assert any(has_repeat(row, 2) for row in plain)  # the random model loves repeating itself
-    blocked = greedy_decode(model, src, BOS, -1, 20, no_repeat_ngram_size=2).tolist()
+    blocked = one_best(model, src, 20, eos_id=-1, no_repeat_ngram_size=2)
     assert not any(has_repeat(row, 2) for row in blocked)
-    beams = beam_search(model, src, 4, BOS, -1, 20, no_repeat_ngram_size=2)
+    beams = [hyps[0].tokens for hyps in hypotheses(model, src, 20, beam_size=4, eos_id=-1, no_repeat_ngram_size=2)]
     assert not any(has_repeat(h, 2) for h in beams)
 
 
 def test_sampling_is_seeded_and_top_k_one_is_greedy():
     model, src = tiny_model(seed=4), batch_src(6)
-    greedy = greedy_decode(model, src, BOS, EOS, 15)
-    assert torch.equal(sample_decode(model, src, BOS, EOS, 15, top_k=1), greedy)
+    ids = one_best(model, src, 15)
+    assert one_best(model, src, 15, "sample", top_k=1) == ids
 
     def draw():
         seeded = torch.Generator().manual_seed(3)
-        return sample_decode(model, src, BOS, EOS, 15, top_p=0.9, temperature=1.5, generator=seeded)
+        return one_best(model, src, 15, "sample", top_p=0.9, temperature=1.5, generator=seeded)
 
-    assert torch.equal(draw(), draw())
+    assert draw() == draw()
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "sample", "beam"])
@@ -210,7 +229,7 @@ def test_every_strategy_returns_the_same_hypothesis_shape(strategy):
             assert len(h.token_scores) in (len(h.tokens), len(h.tokens) + 1)  # EOS scored when generated
             assert sum(h.token_scores) == pytest.approx(h.logprob, abs=1e-4)
     if strategy == "greedy":
-        ids = greedy_decode(model, src, BOS, EOS, 12).tolist()
+        ids = greedy(model, src, 12).tolist()
         assert [hyps[0].tokens for hyps in results] == [[t for t in row if t not in (EOS, PAD)] for row in ids]
 
 

@@ -162,6 +162,34 @@ def test_ctranslate2_sampling_and_limits_follow_the_settings(toy, ct2_exports):
     assert translator.translate(["", "chien"])[0] == ""
 
 
+def test_ctranslate2_never_generates_bos_or_pad_either(toy, tmp_path):
+    """A model whose likeliest first token is <s>, as a weakly trained one's often is: ours never generates it, and
+    through CTranslate2 it is suppressed too; greedy search still gives our ids and scores."""
+    ckpt = load_checkpoint(str(toy["pre"]))
+    with torch.no_grad():
+        bos = ckpt.model.output.weight[BOS_ID]
+        ckpt.model.decoder_norm.bias += 10 * bos / bos.norm()  # every step's logits lean towards <s>
+    export(ckpt, "ctranslate2", tmp_path / "ct2")
+    sentences = [s for s in toy["sentences"] if s]
+    src_ids = ckpt.tokenizer.encode_src(sentences)
+    with torch.no_grad():
+        first = ckpt.model(pad([ids + [EOS_ID] for ids in src_ids]), torch.full((len(src_ids), 1), BOS_ID))[:, 0]
+    assert (first.argmax(-1) == BOS_ID).all()
+    pieces = [[ckpt.tokenizer.src.id_to_piece(i) for i in ids] for ids in src_ids[:3]]
+    free = ctranslate2.Translator(str(tmp_path / "ct2")).translate_batch(pieces, beam_size=1, max_decoding_length=4)
+    assert all(result.hypotheses[0] == ["<s>"] * 4 for result in free)  # what CTranslate2 alone makes of it
+    cfg = DecodingConfig(strategy="greedy")
+    ours = Translator(ckpt.model, ckpt.tokenizer, cfg).search(sentences)
+    theirs = CTranslate2Translator(str(tmp_path / "ct2"), cfg).search(sentences)
+    for (_, mine), (_, other) in zip(ours, theirs):
+        assert other[0].tokens == mine[0].tokens
+        assert other[0].logprob == pytest.approx(mine[0].logprob, abs=1e-3)
+    beam = CTranslate2Translator(str(tmp_path / "ct2"), DecodingConfig(strategy="beam", beam_size=4, n_best=4))
+    for _, hyps in beam.search(sentences):
+        assert len(hyps) == 4 and not any({BOS_ID, PAD_ID} & set(h.tokens) for h in hyps)
+        assert all(a.score >= b.score for a, b in zip(hyps, hyps[1:]))
+
+
 @pytest.fixture(scope="module")
 def marian(toy) -> Path:
     folder = toy["dir"] / "marian_post"

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.conftest import rebuilt, tiny_model
-from transformer.decoding import greedy_decode
+from tests.test_decoding import greedy, greedy_with_scores
 from transformer.fast_inference import X86_64, PackedLinear, inference_copy, packable
 
 needs_onednn = pytest.mark.skipif(
@@ -56,7 +56,7 @@ def test_the_copy_shares_weights_and_leaves_the_model_plain():
     assert {name: type(m) for name, m in model.named_modules()} == before  # nothing swapped in the model
     assert not any(isinstance(m, PackedLinear) for m in model.modules())
     assert isinstance(fast.output, PackedLinear) and fast.output.parts[0][0] is model.output.weight
-    assert inference_copy(fast) is fast and inference_copy(model) is not fast  # one copy per search
+    assert inference_copy(fast) is fast and inference_copy(model) is not fast  # a copy has nothing left to pack
 
 
 def test_training_never_sees_packing():
@@ -70,10 +70,11 @@ def test_training_never_sees_packing():
 
 
 def decodes_like_a_fresh_copy(model) -> None:
+    """A new inference copy of `model` (as each validation makes) searches as a separately built model does."""
     fresh = rebuilt(model)
     src = torch.randint(3, 40, (4, 6), generator=torch.Generator().manual_seed(0))
-    ids, scores = greedy_decode(model, src, 1, 2, 8, return_scores=True)
-    fresh_ids, fresh_scores = greedy_decode(fresh, src, 1, 2, 8, return_scores=True)
+    ids, scores = greedy_with_scores(inference_copy(model), src, 8)
+    fresh_ids, fresh_scores = greedy_with_scores(fresh, src, 8)
     assert torch.equal(ids, fresh_ids)
     torch.testing.assert_close(scores, fresh_scores, atol=1e-5, rtol=1e-5)
 
@@ -82,7 +83,7 @@ def test_a_fused_adam_step_between_searches_is_seen():
     """Fused Adam changes weights in place without bumping their version counters."""
     model = tiny_model()
     src = torch.randint(3, 40, (4, 6))
-    greedy_decode(model, src, 1, 2, 8)
+    greedy(inference_copy(model), src, 8)  # packs the weights before the step
     optimizer = torch.optim.Adam(model.parameters(), lr=0.05, fused=True)
     model.train()
     model(src, src).logsumexp(-1).mean().backward()
@@ -92,20 +93,20 @@ def test_a_fused_adam_step_between_searches_is_seen():
 
 def test_loaded_weights_between_searches_are_seen():
     model = tiny_model(seed=0)
-    greedy_decode(model, torch.randint(3, 40, (4, 6)), 1, 2, 8)
+    greedy(inference_copy(model), torch.randint(3, 40, (4, 6)), 8)
     model.load_state_dict(tiny_model(seed=1).state_dict())
     decodes_like_a_fresh_copy(model)
 
 
 def test_searches_in_two_threads_give_what_they_give_alone():
-    model = tiny_model(seed=2)
+    model = inference_copy(tiny_model(seed=2))  # one copy for both threads, as a translator's
     sources = [torch.randint(3, 40, (3, 5 + i), generator=torch.Generator().manual_seed(i)) for i in range(2)]
-    alone = [greedy_decode(model, src, 1, 2, 12) for src in sources]
+    alone = [greedy(model, src, 12) for src in sources]
     results: dict[int, list] = {0: [], 1: []}
 
     def run(i):
         for _ in range(5):
-            results[i].append(greedy_decode(model, sources[i], 1, 2, 12))
+            results[i].append(greedy(model, sources[i], 12))
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
     for t in threads:

@@ -22,6 +22,6 @@ def test_tiny_model_memorises_pairs():
         optimizer.zero_grad()
         (loss_sum(model, batch, 0.0) / batch.n_tokens).backward()
         optimizer.step()
-    out = greedy_decode(model, batch.src, 1, 2, 12).tolist()
+    out = greedy_decode(model, batch.src, bos_id=1, eos_id=2, max_len=12).tolist()
     assert [[t for t in row if t not in (0, 2)] for row in out] == tgt_ids
-    assert beam_search(model, batch.src, 3, 1, 2, 12) == tgt_ids
+    assert beam_search(model, batch.src, beam_size=3, bos_id=1, eos_id=2, max_len=12) == tgt_ids

@@ -7,15 +7,15 @@ from omegaconf import OmegaConf
 from tests.test_config import make
 from tests.test_decoding import (
     BOS,
-    EOS,
     PAD,
     assert_alone_equals_batched,
     assert_beam_one_equals_greedy,
     batch_src,
+    greedy_with_scores,
+    hypotheses,
 )
 from transformer.config import ModelConfig, RNNConfig
 from transformer.config_checks import check_config
-from transformer.decoding import beam_search_hypotheses, greedy_decode
 from transformer.errors import UserError
 from transformer.fast_inference import inference_copy
 from transformer.model import build_model, model_config
@@ -49,12 +49,12 @@ def test_step_by_step_decoding_equals_the_teacher_forced_pass(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cached_search_equals_recomputing_search(variant):
     model, src = tiny_rnn(seed=3, **VARIANTS[variant]), batch_src(1)
-    ids_c, lp_c = greedy_decode(model, src, BOS, EOS, 15, use_cache=True, return_scores=True)
-    ids_u, lp_u = greedy_decode(model, src, BOS, EOS, 15, use_cache=False, return_scores=True)
+    ids_c, lp_c = greedy_with_scores(model, src, 15, use_cache=True)
+    ids_u, lp_u = greedy_with_scores(model, src, 15, use_cache=False)
     assert torch.equal(ids_c, ids_u)
     torch.testing.assert_close(lp_c, lp_u, atol=1e-5, rtol=0)
-    cached = beam_search_hypotheses(model, src, 4, BOS, EOS, 15, n_best=4, use_cache=True)
-    uncached = beam_search_hypotheses(model, src, 4, BOS, EOS, 15, n_best=4, use_cache=False)
+    cached = hypotheses(model, src, 15, beam_size=4, n_best=4, use_cache=True)
+    uncached = hypotheses(model, src, 15, beam_size=4, n_best=4, use_cache=False)
     for hc, hu in zip(cached, uncached):
         assert [h.tokens for h in hc] == [h.tokens for h in hu]
         assert [h.score for h in hc] == pytest.approx([h.score for h in hu], abs=1e-5)

@@ -4,11 +4,13 @@ import threading
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from tests.conftest import WORDS_EN, WORDS_FR, rebuilt, tiny_model
 from transformer.config import DecodingConfig, TokenizerConfig
 from transformer.decoding import SearchOptions
 from transformer.tokenizer import POOL_FROM, Tokenizer, train_sentencepiece
+from transformer.training.validation import Validator
 from transformer.translator import Translator
 
 
@@ -60,18 +62,23 @@ def test_lists_below_and_above_the_pool_size_tokenize_alike():
     assert tokenizer.decode_tgt(ids)[:50] == tokenizer.decode_tgt(ids[:50]) == tokenizer.tgt.decode(ids[:50])
 
 
-def test_weights_changed_in_place_between_calls_are_used():
-    """As between two validations in training: fused Adam updates the weights in place."""
+def test_weights_changed_in_place_between_validations_are_used():
+    """Fused Adam updates the weights in place between two validations; each validation searches a new copy."""
     t = translator()
     sentences = ["un chien rouge dort", "le chat"]
-    t.search(sentences)
+    src_ids = t.tokenizer.encode_src(sentences)
+    val = {"src": sentences, "tgt": sentences, "src_ids": src_ids, "tgt_ids": src_ids}
+    trainer = dict(batch_tokens=64, precision="fp32", attention_images=0, progress=False, val_max_sentences=2)
+    validator = Validator(t.model, t.tokenizer, val, OmegaConf.create({"trainer": trainer, "decoding": t.cfg}))
+    validator.translator().search(sentences)
     optimizer = torch.optim.Adam(t.model.parameters(), lr=0.05, fused=True)
     ids = torch.randint(3, t.tokenizer.src_vocab_size, (2, 6))
     t.model.train()
     t.model(ids, ids).logsumexp(-1).mean().backward()
     optimizer.step()
     fresh = rebuilt(t.model, vocab=t.tokenizer.src_vocab_size, max_positions=16, joint_vocab=True)
-    for (_, hyps), (_, fresh_hyps) in zip(t.search(sentences), Translator(fresh, t.tokenizer, t.cfg).search(sentences)):
+    searched = validator.translator().search(sentences)
+    for (_, hyps), (_, fresh_hyps) in zip(searched, Translator(fresh, t.tokenizer, t.cfg).search(sentences)):
         assert hyps[0].tokens == fresh_hyps[0].tokens
         assert abs(hyps[0].logprob - fresh_hyps[0].logprob) < 1e-5
 

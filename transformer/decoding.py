@@ -3,24 +3,23 @@
 `search(model, src, options)` is the one entry: the options of a search are one
 `SearchOptions` (built from a `DecodingConfig`), and every strategy returns, per
 sentence, a list of `Hypothesis` (best first). All strategies share one step
-function (`_Search`); with `use_cache=True` a step feeds only the newest token and
+(`SearchState.step`); with `use_cache=True` a step feeds only the newest token and
 reads the rest of the prefix from a `DecoderCache`, with `use_cache=False` it re-runs
 the whole prefix. The two give the same ids. Lengths count generated tokens
-including EOS; BOS and pad are never generated. Each search runs on its own
-`inference_copy` of the model (fast CPU products, `transformer.fast_inference`).
-`greedy_decode`, `sample_decode`, `beam_search` and `beam_search_hypotheses` are
-keyword-compatible shorthands.
+including EOS; BOS and pad are never generated. The search runs on the model it is
+given: whoever loads a model for inference passes its `inference_copy`
+(`transformer.fast_inference`), made once. `greedy_decode` and `beam_search` are
+keyword shorthands of `search` that return ids.
 """
 
 import torch
 from torch import Tensor
 
 from transformer.beam import beam, penalty_divisor
-from transformer.fast_inference import inference_copy
+from transformer.config import DecodingConfig
 from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, limits, strip_eos
 
-__all__ = ["Hypothesis", "SearchOptions", "beam_search", "beam_search_hypotheses", "greedy_decode"]
-__all__ += ["penalty_divisor", "sample_decode", "search"]
+__all__ = ["Hypothesis", "SearchOptions", "beam_search", "greedy_decode", "penalty_divisor", "search"]
 
 
 def _pick_greedy(logp: Tensor) -> Tensor:
@@ -84,14 +83,13 @@ def _as_hypotheses(ids: Tensor, scores: Tensor, eos_id: int, pad_id: int) -> lis
     return hyps
 
 
-def _prepared(model, src: Tensor, options: SearchOptions, max_len: int | Tensor | None):
-    """The search's own inference copy of `model` (in eval mode) and the per-sentence output limits (B,)."""
+def _prepared(model, src: Tensor, options: SearchOptions, max_len: int | Tensor | None) -> Tensor:
+    """Put `model` in eval mode; the per-sentence output limits (B,): `max_len`, else `options.output_limits` of the
+    source lengths."""
     model.eval()
     if max_len is None:
-        limit = options.output_limits((src != model.pad_id).sum(1), model.max_positions)
-    else:
-        limit = limits(max_len, src.size(0), src.device)
-    return inference_copy(model), limit
+        return options.output_limits((src != model.pad_id).sum(1), model.max_positions)
+    return limits(max_len, src.size(0), src.device)
 
 
 def _picker(options: SearchOptions, generator: torch.Generator | None, device: torch.device):
@@ -115,131 +113,43 @@ def search(
     Output limits are `options.output_limits` of the source lengths unless `max_len` (an int or
     a (B,) tensor) is given; `generator` (on `src`'s device) drives sampling.
     """
-    fast, limit = _prepared(model, src, options, max_len)
+    limit = _prepared(model, src, options, max_len)
     if options.strategy == "beam":
-        return beam(fast, src, options, limit)
-    ids, scores = _one_best(fast, src, options, limit, _picker(options, generator, src.device))
+        return beam(model, src, options, limit)
+    ids, scores = _one_best(model, src, options, limit, _picker(options, generator, src.device))
     return _as_hypotheses(ids, scores, options.eos_id, model.pad_id)
 
 
 @torch.inference_mode()
 def greedy_decode(
-    model,
-    src: Tensor,
-    bos_id: int,
-    eos_id: int,
-    max_len: int | Tensor,
-    use_cache: bool = True,
-    return_scores: bool = False,
-    min_len: int = 0,
-    no_repeat_ngram_size: int = 0,
-):
-    """Pick the most likely token at each step.
-
-    Returns ids (B, ≤max_len) without BOS, EOS included, pad_id after EOS; with
-    `return_scores` also the chosen tokens' log-probabilities (B, ≤max_len).
-    `max_len` may be a (B,) tensor of per-sentence limits. Finished rows leave
-    the batch, so late steps run on fewer rows.
-    """
-    options = SearchOptions.from_config(
-        strategy="greedy",
-        bos_id=bos_id,
-        eos_id=eos_id,
-        use_cache=use_cache,
-        min_len=min_len,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-    )
-    fast, limit = _prepared(model, src, options, max_len)
-    out, scores = _one_best(fast, src, options, limit, _pick_greedy)
-    return (out, scores) if return_scores else out
-
-
-@torch.inference_mode()
-def sample_decode(
-    model,
-    src: Tensor,
-    bos_id: int,
-    eos_id: int,
-    max_len: int | Tensor,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    temperature: float = 1.0,
-    generator: torch.Generator | None = None,
-    use_cache: bool = True,
-    min_len: int = 0,
-    no_repeat_ngram_size: int = 0,
+    model, src: Tensor, *, bos_id: int, eos_id: int, max_len: int | Tensor, use_cache: bool = True
 ) -> Tensor:
-    """Draw each token at random (e.g. for back-translation); same output layout as `greedy_decode`."""
-    options = SearchOptions.from_config(
-        strategy="sample",
-        bos_id=bos_id,
-        eos_id=eos_id,
-        use_cache=use_cache,
-        min_len=min_len,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-        top_k=top_k,
-        top_p=top_p,
-        temperature=temperature,
-    )
-    fast, limit = _prepared(model, src, options, max_len)
-    return _one_best(fast, src, options, limit, _picker(options, generator, src.device))[0]
+    """`search`'s greedy ids as one tensor (B, ≤max_len): without BOS, EOS included where generated, pad_id after.
 
-
-def beam_search_hypotheses(
-    model,
-    src: Tensor,
-    beam_size: int,
-    bos_id: int,
-    eos_id: int,
-    max_len: int | Tensor,
-    length_penalty: float = 1.0,
-    length_penalty_kind: str = "power",
-    n_best: int = 1,
-    use_cache: bool = True,
-    min_len: int = 0,
-    no_repeat_ngram_size: int = 0,
-) -> list[list[Hypothesis]]:
-    """Beam search (`transformer.beam.beam`): for each sentence the `n_best` best hypotheses, best first."""
-    options = SearchOptions.from_config(
-        strategy="beam",
-        beam_size=beam_size,
-        n_best=n_best,
-        bos_id=bos_id,
-        eos_id=eos_id,
-        length_penalty=length_penalty,
-        length_penalty_kind=length_penalty_kind,
-        use_cache=use_cache,
-        min_len=min_len,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-    )
-    return search(model, src, options, max_len=max_len)
+    `max_len` may be a (B,) tensor of per-sentence limits.
+    """
+    options = SearchOptions.from_config(strategy="greedy", bos_id=bos_id, eos_id=eos_id, use_cache=use_cache)
+    return _one_best(model, src, options, _prepared(model, src, options, max_len), _pick_greedy)[0]
 
 
 def beam_search(
     model,
     src: Tensor,
+    *,
     beam_size: int,
     bos_id: int,
     eos_id: int,
     max_len: int | Tensor,
-    length_penalty: float = 1.0,
+    length_penalty: float = DecodingConfig.length_penalty,
     use_cache: bool = True,
-    length_penalty_kind: str = "power",
-    min_len: int = 0,
-    no_repeat_ngram_size: int = 0,
 ) -> list[list[int]]:
-    """The best hypothesis of each sentence as a list of ids without BOS and EOS."""
-    hyps = beam_search_hypotheses(
-        model,
-        src,
-        beam_size,
-        bos_id,
-        eos_id,
-        max_len,
-        length_penalty,
-        length_penalty_kind,
+    """Beam search: the best hypothesis of each sentence as a list of ids without BOS and EOS."""
+    options = SearchOptions.from_config(
+        strategy="beam",
+        beam_size=beam_size,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        length_penalty=length_penalty,
         use_cache=use_cache,
-        min_len=min_len,
-        no_repeat_ngram_size=no_repeat_ngram_size,
     )
-    return [h[0].tokens for h in hyps]
+    return [hyps[0].tokens for hyps in search(model, src, options, max_len=max_len)]

@@ -1,4 +1,4 @@
-"""Fast CPU inference: a per-search copy of a model whose linear maps use pre-packed oneDNN weights.
+"""Fast CPU inference: a copy of a model whose linear maps use pre-packed oneDNN weights.
 
 On CPU, `F.linear` calls MKL's sgemm; on the AMD CPU we measured, oneDNN with the
 weight reordered once into its blocked layout does the same fp32 products 1.3-3.3×
@@ -6,9 +6,11 @@ faster for the 32-160-row matrices of step-by-step decoding
 (`scripts/benchmark_decoding.py --products`). `inference_copy(model)` shares the
 model's parameters but swaps every `nn.Linear` for a `PackedLinear` (and, for `dot`
 attention, fuses q/k/v into one product); each weight is packed at its first use in
-that copy. Every search makes its own copy, so weights changed between two searches
-(e.g. by fused Adam, in place) are used by the next one and two threads never share
-a packed weight. The model itself is never modified.
+that copy. The copy is made once where a model is loaded for inference (a `Translator`)
+and kept for all its searches, by every thread. A packed weight does not follow the
+parameters: weights changed in place (e.g. by fused Adam, which does not even bump
+their version counters) need a fresh copy, so validation during training makes one
+each time. The model itself is never modified.
 """
 
 import copy
@@ -55,11 +57,12 @@ class PackedLinear(nn.Module):
         return cls([m.weight for m in linears], [m.bias for m in linears])
 
     def _fuse(self) -> None:
+        """Set the concatenated bias, then the weight: a thread that sees the weight also sees its bias."""
         weights, biases = self.parts
-        self.weight = torch.cat(weights) if len(weights) > 1 else weights[0].detach()
         if any(b is not None for b in biases):
             filled = [w.new_zeros(w.size(0)) if b is None else b for w, b in zip(weights, biases)]
             self.bias = torch.cat(filled) if len(filled) > 1 else filled[0].detach()
+        self.weight = torch.cat(weights) if len(weights) > 1 else weights[0].detach()
 
     def forward(self, x: Tensor) -> Tensor:
         if self.weight is None:
@@ -105,18 +108,17 @@ def _swapped(module: nn.Module) -> nn.Module:
 
 
 def fast_cpu(model) -> bool:
-    """Whether `model` (an nn.Module on an x86-64 CPU with oneDNN, fp32 or bf16) gains from `inference_copy`."""
+    """Whether `model` gains from `inference_copy`: an nn.Module on an x86-64 CPU with oneDNN, fp32 or bf16,
+    with `nn.Linear` maps to pack (a copy has none left)."""
     if not isinstance(model, nn.Module) or not (X86_64 and torch.backends.mkldnn.is_available()):
         return False
     weight = next(model.parameters(), None)
-    return weight is not None and weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
+    if weight is None or weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16):
+        return False
+    return any(isinstance(m, nn.Linear) for m in model.modules())
 
 
 def inference_copy(model):
-    """A copy of `model` in eval mode, for one search (no autograd), with packed linear maps; `model` itself where
-    that would not help (other devices or dtypes, other CPUs, models that are not modules) or it is a copy already."""
-    if getattr(model, "is_inference_copy", False) or not fast_cpu(model):
-        return model
-    clone = _swapped(model).eval()
-    clone.is_inference_copy = True
-    return clone
+    """A copy of `model` in eval mode, for searches (no autograd), with packed linear maps; `model` itself where
+    that would not help (other devices or dtypes, other CPUs, models that are not modules, a copy already)."""
+    return _swapped(model).eval() if fast_cpu(model) else model

@@ -1,10 +1,14 @@
 """Text in, text out: tokenize, batch by length, search, detokenize, restore order.
 
-Validation during training, `transformer-evaluate` and `transformer-translate`
-all go through `Translator`, so they decode with identical settings.
+Validation during training, `transformer-evaluate`, `transformer-translate` and the
+service all go through `Translator`, so they decode with identical settings;
+`TextTranslator` is the text-level front it shares with the CTranslate2 engine
+(`transformer.export.engine`), which searches an export instead.
 """
 
+import copy
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 import torch
@@ -18,6 +22,8 @@ from transformer.model import Transformer
 from transformer.tokenizer import EOS_ID, Tokenizer
 
 log = logging.getLogger(__name__)
+
+Searched = list[tuple[list[int], list[Hypothesis]]]  # per sentence: source ids, hypotheses best first
 
 
 def encode_sources(
@@ -40,30 +46,24 @@ def encode_sources(
     return ids, [i for i, x in enumerate(ids) if 0 < len(x) <= limit]
 
 
-class Translator:
-    """A model, its tokenizer and the decoding settings; several threads may translate with it at once.
+class TextTranslator(ABC):
+    """Sentences in, hypotheses or texts out, over an engine that searches batches of source ids.
 
     A call holds no state on the translator: its options (default: those of `cfg`) and its
-    sampling generator (default: a new one seeded with `cfg.seed` on the model's device) are its own.
+    sampling generator are its own.
     """
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, cfg: DecodingConfig):
-        self.model, self.tokenizer, self.cfg = model, tokenizer, cfg
-        self.options = SearchOptions.from_config(cfg)  # ValueError on impossible settings
+    tokenizer: Tokenizer
+    max_positions: int  # the longest source (EOS included) the engine takes
 
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+    def __init__(self, cfg: DecodingConfig):
+        self.cfg, self.options = cfg, SearchOptions.from_config(cfg)  # ValueError on impossible settings
 
-    def generator(self) -> torch.Generator:
-        """A fresh sampling generator on the model's device, seeded with `cfg.seed`."""
-        return torch.Generator(device=self.device).manual_seed(self.cfg.seed)
-
-    def _batches(self, ids: list[list[int]]) -> Iterator[list[int]]:
-        """Indices of sentences in batches of similar length."""
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), self.cfg.batch_size):
-            yield order[start : start + self.cfg.batch_size]
+    @abstractmethod
+    def _search_batches(
+        self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator: torch.Generator | None
+    ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
+        """Search the sentences `todo` (indices into `ids`) batch by batch: (indices, their hypotheses)."""
 
     def search(
         self,
@@ -71,23 +71,17 @@ class Translator:
         progress: bool = False,
         options: SearchOptions | None = None,
         generator: torch.Generator | None = None,
-    ) -> list[tuple[list[int], list[Hypothesis]]]:
+    ) -> Searched:
         """Each sentence's source ids and hypotheses (best first), in input order.
 
         A blank sentence, or one longer than the model allows (logged), gets no hypotheses.
         """
-        options = options or self.options
-        if generator is None and options.strategy == "sample":
-            generator = self.generator()
-        ids, todo = encode_sources(self.tokenizer, sentences, self.model.max_positions, self.cfg.tag)
-        out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
-        model = inference_copy(self.model)  # one copy (packed once) for every batch of this call
+        ids, todo = encode_sources(self.tokenizer, sentences, self.max_positions, self.cfg.tag)
+        out: Searched = [(x, []) for x in ids]
         with tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False) as bar:
-            for batch in self._batches([ids[i] for i in todo]):
-                rows = [todo[j] for j in batch]
-                src = pad([ids[i] + [EOS_ID] for i in rows]).to(self.device)
-                for i, hyps in zip(rows, search(model, src, options, generator)):
-                    out[i] = (ids[i], hyps)
+            for rows, hyps in self._search_batches(ids, todo, options or self.options, generator):
+                for i, sentence_hyps in zip(rows, hyps):
+                    out[i] = (ids[i], sentence_hyps)
                 bar.update(len(rows))
         return out
 
@@ -117,3 +111,47 @@ class Translator:
     ) -> list[str]:
         """The best translation of each sentence, in input order; a blank sentence translates to ''."""
         return [hyps[0][0] for hyps in self.translate_nbest(sentences, progress, options, generator)]
+
+
+class Translator(TextTranslator):
+    """A model, its tokenizer and the decoding settings; several threads may translate with it at once.
+
+    The model's `inference_copy` is made here, once, and searched by every call: weights changed
+    in place later are not seen (training builds a new translator for each validation). A call's
+    sampling generator defaults to a new one seeded with `cfg.seed` on the model's device.
+    """
+
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, cfg: DecodingConfig):
+        super().__init__(cfg)
+        self.model, self.tokenizer, self.max_positions = model, tokenizer, model.max_positions
+        self.inference_model = inference_copy(model)
+
+    def with_config(self, cfg: DecodingConfig) -> "Translator":
+        """This translator (same model and inference copy) with other decoding settings."""
+        other = copy.copy(self)
+        other.cfg, other.options = cfg, SearchOptions.from_config(cfg)
+        return other
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def generator(self) -> torch.Generator:
+        """A fresh sampling generator on the model's device, seeded with `cfg.seed`."""
+        return torch.Generator(device=self.device).manual_seed(self.cfg.seed)
+
+    def _batches(self, ids: list[list[int]]) -> Iterator[list[int]]:
+        """Indices of sentences in batches of similar length."""
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), self.cfg.batch_size):
+            yield order[start : start + self.cfg.batch_size]
+
+    def _search_batches(
+        self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator: torch.Generator | None
+    ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
+        if generator is None and options.strategy == "sample":
+            generator = self.generator()
+        for batch in self._batches([ids[i] for i in todo]):
+            rows = [todo[j] for j in batch]
+            src = pad([ids[i] + [EOS_ID] for i in rows]).to(self.device)
+            yield rows, search(self.inference_model, src, options, generator)

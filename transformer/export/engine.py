@@ -1,4 +1,4 @@
-"""Run a CTranslate2 export behind the interface of `transformer.translator.Translator`.
+"""Run a CTranslate2 export behind the text-level front of `transformer.translator.Translator`.
 
 Same inputs (sentences), same outputs (ids and `Hypothesis` lists, best first,
 in input order), same decoding settings: greedy, beam (power length penalty,
@@ -7,15 +7,20 @@ a·(source tokens + EOS) + b. Beam search is the same search as ours: CTranslate
 by default stops a sentence once `beam_size` hypotheses have finished, ours
 once no live hypothesis can beat the best finished ones; with `exact=True` its
 patience is raised so that it searches to the same end (`exact=False` is
-CTranslate2's own, faster rule). Ours never generates pad or BOS; CTranslate2
-can only suppress a token before the softmax, which would shift every score,
-so it is left free to (a trained model never ranks them near the top).
-`token_scores` are not reported (empty). Sampling draws from one random stream
-per translator, seeded by decoding.seed when it is built (CTranslate2 seeds each
-worker thread once): the same command gives the same samples, but a second
-search of the same translator continues the stream.
+CTranslate2's own, faster rule). Ours never generates pad or BOS, and scores
+every token by the model's own log-probability; CTranslate2 can only suppress a
+token before the softmax, which would raise every other token's score. So a
+batch is searched free first, and only the sentences whose hypotheses hold
+`<pad>` or `<s>` (a weakly trained model's favourites) are searched again with
+them suppressed and their hypotheses rescored by the model (`score_batch`):
+greedy search then gives our ids and scores, beam search ranks by the
+suppressed scores. `token_scores` are not reported (empty). Sampling draws from
+one random stream per translator, seeded by decoding.seed when it is built
+(CTranslate2 seeds each worker thread once): the same command gives the same
+samples, but a second search of the same translator continues the stream.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
@@ -23,15 +28,14 @@ from pathlib import Path
 import ctranslate2
 import torch
 from omegaconf import DictConfig, OmegaConf
-from tqdm import tqdm
 
 from transformer.beam import penalty_divisor
 from transformer.config import DecodingConfig
 from transformer.errors import UserError
 from transformer.export.ctranslate2 import CONFIG_FILE
 from transformer.search_state import Hypothesis, SearchOptions, strip_eos
-from transformer.tokenizer import EOS_ID, Tokenizer
-from transformer.translator import encode_sources
+from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from transformer.translator import TextTranslator
 
 
 @dataclass
@@ -55,16 +59,19 @@ def load_export(directory: str) -> tuple[Export, Tokenizer]:
     return Export(folder / "model.bin", config, {}), Tokenizer.load(folder)
 
 
-class CTranslate2Translator:
-    """A CTranslate2 export, its tokenizer and the decoding settings; `search`/`translate` as `Translator`'s."""
+class CTranslate2Translator(TextTranslator):
+    """A CTranslate2 export, its tokenizer and the decoding settings; `search`/`translate` as `Translator`'s.
+
+    A call's `generator` is not used: CTranslate2 samples from its own (see the module docstring).
+    """
 
     def __init__(self, directory: str, cfg: DecodingConfig, device: str = "cpu", exact: bool = True, **options):
         """`device`: cpu, cuda or auto; `options` go to `ctranslate2.Translator` (compute_type, intra_threads)."""
-        self.options = SearchOptions.from_config(cfg)  # ValueError on impossible settings
+        super().__init__(cfg)
         _check(self.options)
         self.export, self.tokenizer = load_export(directory)
-        self.cfg, self.exact = cfg, exact
-        self.max_positions = int(self.export.config.model.max_positions)
+        self.max_positions, self.exact = int(self.export.config.model.max_positions), exact
+        self.never = {self.tokenizer.tgt.id_to_piece(i) for i in (PAD_ID, BOS_ID)}  # our search never generates them
         ctranslate2.set_random_seed(cfg.seed)  # each worker thread seeds its generator from it when it first samples
         try:
             self.engine = ctranslate2.Translator(directory, device=device, **options)
@@ -94,59 +101,54 @@ class CTranslate2Translator:
             )
         return arguments
 
-    def _hypotheses(self, result, options: SearchOptions) -> list[Hypothesis]:
-        beam = options.strategy == "beam"
-        alpha, kind = (options.length_penalty, options.length_penalty_kind) if beam else (0.0, "none")
+    def _translate(self, pieces: list[list[str]], options: SearchOptions, max_len: int) -> list[list[Hypothesis]]:
+        """The hypotheses of a batch of source pieces, none holding `<pad>` or `<s>` (see the module docstring)."""
+        arguments = self._arguments(options, max_len)
+        results = self.engine.translate_batch(pieces, **arguments)
         hyps = []
-        for pieces, score in zip(result.hypotheses, result.scores):
-            ids = [self.tokenizer.tgt.piece_to_id(p) for p in pieces]
-            hyps.append(Hypothesis(strip_eos(ids, EOS_ID), score, score * penalty_divisor(len(ids), alpha, kind), []))
+        for result in results:
+            pairs = zip(result.hypotheses, result.scores)
+            hyps.append([self._hypothesis(t, score, score * self._divisor(t, options)) for t, score in pairs])
+        again = [j for j, result in enumerate(results) if any(self.never.intersection(t) for t in result.hypotheses)]
+        if again:
+            suppressed = [[piece] for piece in sorted(self.never)]
+            redone = self.engine.translate_batch([pieces[j] for j in again], suppress_sequences=suppressed, **arguments)
+            for j, result in zip(again, redone):
+                hyps[j] = self._rescored(pieces[j], result.hypotheses, options)
         return hyps
 
-    def search(
-        self, sentences: list[str], progress: bool = False, options: SearchOptions | None = None, generator=None
-    ) -> list[tuple[list[int], list[Hypothesis]]]:
-        """Each sentence's source ids and hypotheses (best first), in input order; as `Translator.search`.
+    def _rescored(self, source: list[str], targets: list[list[str]], options: SearchOptions) -> list[Hypothesis]:
+        """The hypotheses `targets`, scored by the model's own log-probabilities, best first."""
+        scored = self.engine.score_batch([source] * len(targets), targets, max_input_length=0)
+        logprobs = [sum(s.log_probs[: len(t)]) for s, t in zip(scored, targets)]  # score_batch appends an EOS
+        hyps = [self._hypothesis(t, lp / self._divisor(t, options), lp) for t, lp in zip(targets, logprobs)]
+        return sorted(hyps, key=lambda h: h.score, reverse=True)
 
-        `generator` is not used: CTranslate2 samples from its own generator (see the module docstring).
-        """
-        options = options or self.options
+    @staticmethod
+    def _divisor(target: list[str], options: SearchOptions) -> float:
+        """What CTranslate2 divides a hypothesis' log-probability by: beam search's length penalty, else 1."""
+        if options.strategy != "beam":
+            return 1.0
+        return penalty_divisor(len(target), options.length_penalty, options.length_penalty_kind)
+
+    def _hypothesis(self, target: list[str], score: float, logprob: float) -> Hypothesis:
+        """Our `Hypothesis` of target pieces (EOS included where generated)."""
+        ids = [self.tokenizer.tgt.piece_to_id(p) for p in target]
+        return Hypothesis(strip_eos(ids, EOS_ID), score, logprob, [])
+
+    def _search_batches(
+        self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator=None
+    ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
         _check(options)
-        ids, todo = encode_sources(self.tokenizer, sentences, self.max_positions, self.cfg.tag)
-        out: list[tuple[list[int], list[Hypothesis]]] = [(x, []) for x in ids]
-        todo.sort(key=lambda i: len(ids[i]))
+        todo = sorted(todo, key=lambda i: len(ids[i]))
         lengths = torch.tensor([len(ids[i]) + 1 for i in todo], dtype=torch.long)  # EOS included
         max_len = dict(zip(todo, options.output_limits(lengths, self.max_positions).tolist()))
-        with tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False) as bar:
-            for limit_of_group, same in groupby(todo, key=max_len.get):  # CTranslate2 takes one limit per call
-                rows = list(same)
-                for start in range(0, len(rows), self.cfg.batch_size):
-                    batch = rows[start : start + self.cfg.batch_size]
-                    pieces = [[self.tokenizer.src.id_to_piece(t) for t in ids[i]] for i in batch]
-                    results = self.engine.translate_batch(pieces, **self._arguments(options, limit_of_group))
-                    for i, result in zip(batch, results):
-                        out[i] = (ids[i], self._hypotheses(result, options))
-                    bar.update(len(batch))
-        return out
-
-    def detokenize(self, hyps: list[Hypothesis]) -> list[str]:
-        """The text of each hypothesis."""
-        return self.tokenizer.decode_tgt([h.tokens for h in hyps])
-
-    def translate_nbest(
-        self, sentences: list[str], progress: bool = False, options: SearchOptions | None = None, generator=None
-    ) -> list[list[tuple[str, float]]]:
-        """(translation, score) lists, best first, in input order; an untranslated sentence gets [("", 0.0)]."""
-        results = []
-        for _, hyps in self.search(sentences, progress, options):
-            results.append([(text, h.score) for text, h in zip(self.detokenize(hyps), hyps)] or [("", 0.0)])
-        return results
-
-    def translate(
-        self, sentences: list[str], progress: bool = False, options: SearchOptions | None = None, generator=None
-    ) -> list[str]:
-        """The best translation of each sentence, in input order; a blank sentence translates to ''."""
-        return [hyps[0][0] for hyps in self.translate_nbest(sentences, progress, options)]
+        for limit_of_group, same in groupby(todo, key=max_len.get):  # CTranslate2 takes one limit per call
+            rows = list(same)
+            for start in range(0, len(rows), self.cfg.batch_size):
+                batch = rows[start : start + self.cfg.batch_size]
+                pieces = [[self.tokenizer.src.id_to_piece(t) for t in ids[i]] for i in batch]
+                yield batch, self._translate(pieces, options, limit_of_group)
 
 
 def _check(options: SearchOptions) -> None:

@@ -3,9 +3,7 @@
 import dataclasses
 
 from transformer.config import DecodingConfig
-from transformer.model import Transformer
 from transformer.search_state import Hypothesis
-from transformer.tokenizer import Tokenizer
 from transformer.translator import Translator
 
 Result = tuple[list[int], list[Hypothesis]]  # source ids, hypotheses best first
@@ -29,9 +27,7 @@ def decoding_settings(defaults: DecodingConfig, **request) -> DecodingConfig:
     return cfg
 
 
-def decode_batch(
-    model: Transformer, tokenizer: Tokenizer, sentences: list[str], cfg: DecodingConfig, seed: int
-) -> list[Result]:
+def decode_batch(translator: Translator, sentences: list[str], cfg: DecodingConfig, seed: int) -> list[Result]:
     """Search `sentences` together with the settings `cfg`; sampling draws from a generator seeded with `seed`."""
     cfg = dataclasses.replace(cfg, seed=seed, batch_size=max(1, len(sentences)))
-    return Translator(model, tokenizer, cfg).search(sentences)
+    return translator.with_config(cfg).search(sentences)

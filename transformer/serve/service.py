@@ -7,12 +7,12 @@ import time
 
 from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig, ServeSettings
-from transformer.fast_inference import inference_copy
 from transformer.plotting import attention_matrix, attention_tokens
 from transformer.serve.batcher import Batcher, BatchInfo, Job
 from transformer.serve.decode import Result, decode_batch, decoding_settings
 from transformer.serve.schemas import AttentionRequest, DecodingOptions, TranslateRequest
 from transformer.splitting import join_text, split_text
+from transformer.translator import Translator
 
 
 class RequestError(Exception):
@@ -60,7 +60,7 @@ class Service:
 
     def __init__(self, ckpt: Checkpoint, defaults: DecodingConfig, settings: ServeSettings):
         self.model, self.tokenizer, self.defaults, self.settings = ckpt.model, ckpt.tokenizer, defaults, settings
-        self.inference_model = inference_copy(ckpt.model)  # weights packed once for the server's lifetime
+        self.translator = Translator(ckpt.model, ckpt.tokenizer, defaults)  # weights packed once for the server's life
         run = ckpt.path.parent.parent.name if ckpt.path.parent.name == "checkpoints" else ""
         self.name = f"{run}/{ckpt.path.name}" if run else ckpt.path.name
         self.meta = ckpt.meta
@@ -70,7 +70,7 @@ class Service:
 
     def _decode(self, sentences: list[str], settings: tuple[DecodingConfig, int]) -> list[Result]:
         cfg, seed = settings
-        return decode_batch(self.inference_model, self.tokenizer, sentences, cfg, seed)
+        return decode_batch(self.translator, sentences, cfg, seed)
 
     def info(self) -> dict:
         """The model, its vocabularies, the decoding defaults and the limits."""

@@ -47,7 +47,7 @@ class Validator:
         prefix = tokenizer.tag_prefix(cfg.decoding.tag)  # validating "as" a tagged corpus: its tag starts each source
         self.src_ids = [prefix + ids for ids in list(val["src_ids"])[:n]]
         self.tgt_ids = list(val["tgt_ids"])[:n]
-        self.translator = Translator(model, tokenizer, cfg.decoding)
+        self.decoding = cfg.decoding
 
     @torch.no_grad()
     def loss(self) -> float:
@@ -63,20 +63,26 @@ class Validator:
             tokens += batch.n_tokens
         return total / tokens
 
+    def translator(self) -> Translator:
+        """A translator on a fresh inference copy of the model: training changed its weights in place since the
+        last one."""
+        return Translator(self.model, self.tokenizer, self.decoding)
+
     def __call__(self, writer: SummaryWriter, step: int) -> Scores:
         """Score the model; writes val/loss, val/ppl, val/bleu and the attention images at `step`."""
         scores = Scores(self.loss(), 0.0)
-        hyps = self.translator.translate(self.src, progress=self.progress)
+        translator = self.translator()
+        hyps = translator.translate(self.src, progress=self.progress)
         scores.bleu = sacrebleu.corpus_bleu(hyps, [self.ref]).score
         for name, value in (("loss", scores.loss), ("ppl", scores.ppl), ("bleu", scores.bleu)):
             writer.add_scalar(f"val/{name}", value, step)
-        self._attention_images(writer, step)
+        self._attention_images(translator, writer, step)
         return scores
 
-    def _attention_images(self, writer: SummaryWriter, step: int) -> None:
+    def _attention_images(self, translator: Translator, writer: SummaryWriter, step: int) -> None:
         """Cross-attention heatmaps of the first few val sentences, to watch alignment emerge."""
         sentences = self.src[: self.attention_images]
-        for i, (src_ids, hyps) in enumerate(self.translator.search(sentences)):
+        for i, (src_ids, hyps) in enumerate(translator.search(sentences)):
             if hyps:
                 fig = attention_figure(self.model, self.tokenizer, src_ids, hyps[0].tokens)
                 writer.add_figure(f"attention/val_{i}", fig, step)

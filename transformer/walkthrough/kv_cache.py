@@ -32,7 +32,7 @@ def _counting() -> FlopCounterMode:
 def _recorded_steps(model: Transformer, src: torch.Tensor, steps: int, use_cache: bool, count: bool):
     """Run greedy_decode (EOS disabled: -1 is never produced) and record each decode call's work or time.
 
-    The search runs on the inference copy it would make itself (`fast_inference`), made here so that its
+    The search runs on an inference copy (`fast_inference`), as a translator's does, made here so that its
     `decode` can be watched.
     """
     model = inference_copy(model)
@@ -54,7 +54,7 @@ def _recorded_steps(model: Transformer, src: torch.Tensor, steps: int, use_cache
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="TF32 acceleration")  # the flags' note about Intel GPUs
             with torch.backends.mkldnn.flags(enabled=not count):  # counted runs take the plain F.linear path
-                ids = greedy_decode(model, src, BOS_ID, -1, steps, use_cache=use_cache)
+                ids = greedy_decode(model, src, bos_id=BOS_ID, eos_id=-1, max_len=steps, use_cache=use_cache)
     finally:
         del model.decode  # the instance attribute; the class's method shows again
     return ids, records

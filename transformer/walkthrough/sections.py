@@ -182,7 +182,8 @@ def translations(model: Transformer, tokenizer, sentences=SENTENCES, figures: Pa
         src_ids = tokenizer.encode_src([source])[0]
         src = torch.tensor([src_ids + [EOS_ID]])
         limit = 2 * len(src_ids) + 10
-        ids = {c: greedy_decode(model, src, BOS_ID, EOS_ID, limit, use_cache=c)[0] for c in (True, False)}
+        options = dict(bos_id=BOS_ID, eos_id=EOS_ID, max_len=limit)
+        ids = {c: greedy_decode(model, src, **options, use_cache=c)[0] for c in (True, False)}
         tgt_ids = [i for i in ids[True].tolist() if i not in (EOS_ID, model.pad_id)]
         tgt_in = torch.tensor([[BOS_ID] + tgt_ids])
         weights = model.cross_attention(src, tgt_in)[:, 0].mean(dim=(0, 1))  # (T, S): mean over layers and heads
