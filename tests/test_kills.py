@@ -195,9 +195,6 @@ def test_training_killed_at_random_moments_resumes_to_the_uninterrupted_weights(
         straight = reference_run(starts, ["transformer-train", *args, f"hydra.run.dir={tmp_path / 'reference'}"])
         target = Training(args, tmp_path / "run", tensors(tmp_path / "reference"))
         kill_chain(target, starts, straight.seconds, tmp_path, [tmp_path / "run", tmp_path / "logs"])
-        final = starts.run(target.argv())  # the chain's last run, to its end
-        assert final.code == 0, final.tail()
-        print(target.after_completion(final))
 
 
 @pytest.mark.slow
