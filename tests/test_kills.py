@@ -159,7 +159,10 @@ class Writing:
         assert [p.name for p in final] in ([], [self.output.name]), final
         if final:
             assert contents(self.output) == self.reference, f"{self.output} differs from an uninterrupted run's"
-            shutil.rmtree(self.output) if self.output.is_dir() else self.output.unlink()
+            if self.output.is_dir():
+                shutil.rmtree(self.output)
+            else:
+                self.output.unlink()
         return bool(final), len(temporary)
 
     def after_kill(self) -> str:
