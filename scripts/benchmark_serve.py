@@ -105,9 +105,8 @@ def start_server(args: argparse.Namespace, batching: bool) -> tuple[subprocess.P
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    script = Path(sys.executable).parent / "transformer-serve"
     command = [
-        str(script),
+        *(sys.executable, "-m", "transformer.cli.serve"),  # transformer-serve as a module: no installed script needed
         f"checkpoint={args.checkpoint}",
         f"decoding={args.decoding}",
         f"serve.port={port}",

@@ -1,7 +1,12 @@
-"""Load on loopback: 50 concurrent clients x 10 requests, each with its own text and settings, no mix-ups."""
+"""Load on loopback: 50 concurrent clients x 10 requests, each with its own text and settings, no mix-ups; a minute
+of steady load (scripts/soak_serve.py) without errors or growing memory."""
 
 import asyncio
 import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +18,7 @@ from tests.serving import running_server, write_checkpoint  # noqa: E402
 from transformer.translator import Translator  # noqa: E402
 
 CLIENTS, REQUESTS = 50, 10
+SOAK = Path(__file__).resolve().parent.parent / "scripts" / "soak_serve.py"
 
 
 def request_body(k: int) -> dict:
@@ -68,3 +74,21 @@ def test_fifty_concurrent_clients_each_get_their_own_answers(tmp_path):
         assert [h["text"] for h in sentence["n_best"]] == texts, body
         shared += answer["batch"]["requests"] > 1
     assert shared > len(bodies) // 4  # dynamic batching happened
+
+
+@pytest.mark.slow
+def test_a_minute_of_steady_load_answers_every_request_with_memory_that_stays_flat(tmp_path):
+    checkpoint = write_checkpoint(tmp_path / "tiny.safetensors")
+    sentences = tmp_path / "sentences.fr"
+    sentences.write_text("".join(request_body(k)["text"] + "\n" for k in range(200)))
+    out = {"--json": tmp_path / "soak.json", "--plot": tmp_path / "soak.png"}
+    command = [sys.executable, str(SOAK), "--checkpoint", str(checkpoint), "--file", str(sentences)]
+    command += ["--minutes", "1", "--window-s", "10", "--threads", "1", *(str(x) for kv in out.items() for x in kv)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    soak = json.loads(out["--json"].read_text())
+    assert len(soak["windows"]) == 6 and all(w["requests"] > 0 for w in soak["windows"])
+    assert soak["errors"] == 0 and soak["requests"] == sum(w["requests"] for w in soak["windows"])
+    assert soak["memory_growth"] <= 0.05
+    assert out["--plot"].read_bytes().startswith(b"\x89PNG")
+    print(result.stdout)

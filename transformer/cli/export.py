@@ -1,7 +1,7 @@
 """`transformer-export`: a checkpoint as a CTranslate2 or Hugging Face MarianMT folder.
 
 Everything is written to a hidden folder beside `output` and renamed at the
-end, so a refusal or a crash leaves nothing behind.
+end, so a refusal or a crash leaves nothing behind (and what a kill left, the next export removes).
 """
 
 import functools
@@ -16,6 +16,7 @@ from transformer.checkpoint import Checkpoint, load_checkpoint
 from transformer.cli import hydra_app, user_errors
 from transformer.config import ExportConfig
 from transformer.errors import UserError
+from transformer.files import folder_beside
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +71,15 @@ def export(ckpt: Checkpoint, fmt: str, output: Path, quantization: str = "none",
     check_exportable(ckpt.config.model)
     write = _writer(fmt, quantization)
     output = output.resolve()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir()
-        write(ckpt, tmp, output.name)
+    with folder_beside(output) as tmp:
+        folder = tmp / output.name
+        folder.mkdir()
+        write(ckpt, folder, output.name)
         if output.exists() and force:
             shutil.rmtree(output)
         elif output.exists():
             output.rmdir()  # empty: checked before
-        os.replace(tmp, output)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        os.replace(folder, output)
 
 
 @hydra_app("export", ExportConfig)
