@@ -1,6 +1,7 @@
 """One writer per run folder and per prepared corpus, with real processes; a full disk loses nothing."""
 
 import errno
+import gzip
 import os
 import shlex
 import signal
@@ -100,7 +101,20 @@ def test_two_prepares_of_one_corpus_at_once_both_succeed_with_one_complete_folde
     assert entries == sorted([Path(folder).name, f".{Path(folder).name}.lock"])  # no temporary folder left
     assert sum("reusing prepared data" in err for _, err in outputs) == 1
     prepared = prepare(_files_cfg(args))
-    assert str(prepared.dir) == folder and len(prepared.split("train")) == 300
+    assert str(prepared.dir) == folder and len(prepared.split("train")) == _cleaned_pairs(corpus)
+
+
+def _cleaned_pairs(corpus) -> int:
+    """The toy corpus's distinct training pairs with no side equal to a val sentence (what cleaning keeps)."""
+    train, val = (
+        [
+            gzip.decompress(p.read_bytes()).decode().splitlines() if p.suffix == ".gz" else p.read_text().splitlines()
+            for p in corpus[split]
+        ]
+        for split in ("train", "val")
+    )
+    evaluation = set(val[0]) | set(val[1])
+    return len({(s, t) for s, t in zip(*train) if s not in evaluation and t not in evaluation})
 
 
 def _files_cfg(args: list[str]):

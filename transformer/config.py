@@ -239,7 +239,7 @@ class TrainConfig:
 
 @dataclass
 class EvaluateConfig:
-    checkpoint: str = MISSING  # run directory or checkpoint file
+    checkpoint: Any = MISSING  # run directory or checkpoint file, or a list of them: [A,B] decodes their ensemble
     split: str = "test_2016_flickr"  # a split of the checkpoint's corpus
     src_file: str | None = None  # or explicit files instead of a split
     ref_file: str | None = None
@@ -251,7 +251,7 @@ class EvaluateConfig:
 
 @dataclass
 class TranslateConfig:
-    checkpoint: str = MISSING  # run directory or checkpoint file
+    checkpoint: Any = MISSING  # run directory or checkpoint file, or a list of them: [A,B] decodes their ensemble
     input: str | None = None  # file to translate; default: stdin
     sentences: list[str] = field(default_factory=list)  # or sentences given inline
     plot_attention: str | None = None  # directory for one cross-attention heatmap PNG per sentence
@@ -282,7 +282,7 @@ class ServeSettings:
 
 @dataclass
 class ServeConfig:
-    checkpoint: str = MISSING  # run directory or checkpoint file
+    checkpoint: Any = MISSING  # run directory or checkpoint file, or a list of them: [A,B] decodes their ensemble
     device: str = "auto"
     serve: ServeSettings = field(default_factory=ServeSettings)
     decoding: DecodingConfig = MISSING  # the defaults that a request's settings override
@@ -321,6 +321,16 @@ class ResultsConfig:
     device: str = "auto"
 
 
+@dataclass
+class BacktranslateConfig:
+    checkpoint: Any = MISSING  # the reverse model (run directory or checkpoint file), or a list of them (ensemble)
+    input: Any = MISSING  # monolingual text in the model's source language: a file or a list (plain or .gz)
+    output: str = MISSING  # folder of the synthetic corpus, ready for data.extra_train.NAME.dir
+    chunk_lines: int = 2000  # sentences translated and written at a time: a restarted run resumes at a chunk
+    device: str = "auto"
+    decoding: DecodingConfig = MISSING
+
+
 ENGINES = ("pytorch", "ctranslate2")  # decoding engines of transformer-translate and transformer-evaluate
 
 
@@ -335,3 +345,4 @@ def register_configs() -> None:
     cs.store(name="export_schema", node=ExportConfig)
     cs.store(name="average_schema", node=AverageConfig)
     cs.store(name="results_schema", node=ResultsConfig)
+    cs.store(name="backtranslate_schema", node=BacktranslateConfig)

@@ -15,6 +15,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import IO
 
+from transformer.backtranslation import check_corpus_folder
 from transformer.config import DataConfig, ExtraCorpus
 from transformer.errors import UserError
 from transformer.files import atomic_copy, atomic_write
@@ -90,6 +91,7 @@ def _extra_files(cfg: DataConfig, name: str, extra: ExtraCorpus) -> ParallelFile
     if extra.dir is not None:
         if extra.src is not None or extra.tgt is not None:
             raise UserError(f"{key}: give either {key}.dir or {key}.src and {key}.tgt, not both")
+        check_corpus_folder(Path(extra.dir), cfg.src_lang, cfg.tgt_lang, f"{key}.dir")
         return ParallelFiles(*(_train_file(Path(extra.dir), lang, key) for lang in (cfg.src_lang, cfg.tgt_lang)))
     if extra.src is None or extra.tgt is None:
         raise UserError(f"{key} needs both {key}.src and {key}.tgt, or a folder: {key}.dir")

@@ -29,8 +29,9 @@ def _group_leader() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def lock_run_dir(run_dir: Path) -> None:
-    """Hold `run_dir/train.lock` until the process ends; refuse when another live training holds it."""
+def lock_run_dir(run_dir: Path, job: str = "training", elsewhere: str = "hydra.run.dir=PATH") -> None:
+    """Hold `run_dir/train.lock` until the process ends; refuse when another live `job` holds it (`elsewhere`:
+    the setting that picks another folder)."""
     if not _group_leader():
         return
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -45,8 +46,8 @@ def lock_run_dir(run_dir: Path) -> None:
         other = f.read().strip() or "another process"
         f.close()
         raise UserError(
-            f"run folder {run_dir} is in use by another training ({other}); wait for it to end, stop it, "
-            "or give this run another folder (hydra.run.dir=PATH)"
+            f"run folder {run_dir} is in use by another {job} ({other}); wait for it to end, stop it, "
+            f"or give this run another folder ({elsewhere})"
         ) from None
     f.seek(0)
     f.truncate()

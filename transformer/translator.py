@@ -71,18 +71,21 @@ class TextTranslator(ABC):
         progress: bool = False,
         options: SearchOptions | None = None,
         generator: torch.Generator | None = None,
+        bar: tqdm | None = None,
     ) -> Searched:
         """Each sentence's source ids and hypotheses (best first), in input order.
 
-        A blank sentence, or one longer than the model allows (logged), gets no hypotheses.
+        A blank sentence, or one longer than the model allows (logged), gets no hypotheses. `bar`: a progress bar
+        to advance instead of this call's own.
         """
         ids, todo = encode_sources(self.tokenizer, sentences, self.max_positions, self.cfg.tag)
         out: Searched = [(x, []) for x in ids]
-        with tqdm(total=len(todo), desc="translating", unit="sent", disable=not progress, leave=False) as bar:
+        disable = not progress or bar is not None
+        with tqdm(total=len(todo), desc="translating", unit="sent", disable=disable, leave=False) as own:
             for rows, hyps in self._search_batches(ids, todo, options or self.options, generator):
                 for i, sentence_hyps in zip(rows, hyps):
                     out[i] = (ids[i], sentence_hyps)
-                bar.update(len(rows))
+                (bar or own).update(len(rows))
         return out
 
     def detokenize(self, hyps: list[Hypothesis]) -> list[str]:

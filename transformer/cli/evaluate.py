@@ -1,6 +1,7 @@
 """`transformer-evaluate`: sacreBLEU and chrF of a checkpoint on a corpus split or given files."""
 
 import logging
+import time
 from pathlib import Path
 
 import sacrebleu
@@ -11,6 +12,7 @@ from transformer.config import DecodingConfig, EvaluateConfig
 from transformer.config_checks import check_config
 from transformer.corpus import ParallelFiles, fetch, read_parallel
 from transformer.engines import load_engine
+from transformer.ensemble import checkpoint_paths
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
 
@@ -53,9 +55,13 @@ def main(cfg: DictConfig) -> None:
         files = test_files(cfg, ckpt.config.data)
         pairs = list(read_parallel(files))
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+        start = time.perf_counter()
         hyps = translator.translate(sources, progress=True)
+        seconds = time.perf_counter() - start
+        log.info("translated %d sentences in %.1f s (%.1f sentences/s)", len(hyps), seconds, len(hyps) / seconds)
         name = cfg.split if not cfg.src_file else Path(cfg.src_file).name
-        label = decoding_label(cfg.decoding)
+        members = len(checkpoint_paths(cfg.checkpoint))
+        label = decoding_label(cfg.decoding) + (f"-ensemble{members}" if members > 1 else "")
         output = Path(cfg.output) if cfg.output else ckpt.path.with_name(f"{ckpt.path.stem}.{name}.{label}.hyp")
         atomic_write_text(output, "".join(line + "\n" for line in hyps))
         bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()

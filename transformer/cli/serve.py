@@ -1,5 +1,6 @@
 """`transformer-serve`: load a checkpoint once and serve it over HTTP (docs/serving.md)."""
 
+import dataclasses
 import logging
 import signal
 import threading
@@ -7,10 +8,10 @@ import threading
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.checkpoint import load_checkpoint
 from transformer.cli import hydra_app, user_errors
 from transformer.config import ServeConfig
 from transformer.config_checks import check_config
+from transformer.ensemble import load_models
 from transformer.errors import UserError
 from transformer.runtime import pick_device
 
@@ -31,7 +32,8 @@ def main(cfg: DictConfig) -> None:
         settings = OmegaConf.to_object(cfg.serve)
         if settings.num_threads > 0:
             torch.set_num_threads(settings.num_threads)
-        ckpt = load_checkpoint(cfg.checkpoint, pick_device(cfg.device))
+        ckpt, model = load_models(cfg.checkpoint, pick_device(cfg.device))
+        ckpt = dataclasses.replace(ckpt, model=model)  # an ensemble is served as one model
         ckpt.tokenizer.tag_prefix(cfg.decoding.tag)  # refuses a default tag the model lacks
         service = Service(ckpt, OmegaConf.to_object(cfg.decoding), settings)
         log.info(

@@ -22,6 +22,7 @@ from transformer.config import TranslateConfig
 from transformer.config_checks import check_config
 from transformer.corpus import decode_line, raw_lines
 from transformer.engines import load_engine
+from transformer.ensemble import checkpoint_paths
 from transformer.errors import UserError
 from transformer.plotting import attention_figure, save_figure
 from transformer.splitting import split_line
@@ -114,6 +115,8 @@ def main(cfg: DictConfig) -> None:
         check_config(cfg)
         if cfg.plot_attention and Path(cfg.plot_attention).is_file():
             raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
+        if cfg.plot_attention and len(checkpoint_paths(cfg.checkpoint)) > 1:
+            raise UserError("plot_attention draws one model's attention: give one checkpoint=RUN_DIR")
         if cfg.split_sentences and (cfg.decoding.n_best > 1 or cfg.plot_attention):
             raise UserError("split_sentences=true prints one line per input line: no n_best > 1 or plot_attention")
         _, translator = load_engine(cfg.checkpoint, cfg.engine, cfg.decoding, cfg.device)

@@ -1,0 +1,95 @@
+"""`transformer-backtranslate`: monolingual text through a reverse model into a synthetic parallel corpus.
+
+See `transformer.backtranslation` for the output folder and how an interrupted run continues; docs/data.md.
+"""
+
+import logging
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from transformer import backtranslation
+from transformer.cli import hydra_app, user_errors
+from transformer.config import BacktranslateConfig
+from transformer.config_checks import check_config
+from transformer.corpus import evaluation_splits, fetch, read_lines, read_parallel
+from transformer.ensemble import checkpoint_paths, load_models
+from transformer.errors import UserError
+from transformer.locks import lock_run_dir
+from transformer.runtime import pick_device
+from transformer.translator import Translator
+
+log = logging.getLogger(__name__)
+
+
+def input_paths(value) -> list[Path]:
+    """`input=PATH` or `input=[A,B]` as paths."""
+    paths = [Path(value)] if isinstance(value, str) else [Path(p) for p in value]
+    if not paths:
+        raise UserError("input=[] names no file; give input=PATH or input=[A,B]")
+    return paths
+
+
+def eval_sentences(data: DictConfig) -> set[str]:
+    """The source side (the language back-translated) of the val and test splits of the model's corpus."""
+    splits = fetch(data, [data.val_split, *evaluation_splits(data)])
+    return {src for files in splits.values() for src, _ in read_parallel(files)}
+
+
+def job_record(cfg: DictConfig, ckpt, inputs: list[Path]) -> dict:
+    """What the output folder holds: the corpus's direction, the model(s), the decoding, the inputs."""
+    data = ckpt.config.data
+    return {
+        "src_lang": data.tgt_lang,
+        "tgt_lang": data.src_lang,
+        "model": [str(Path(p).resolve()) for p in checkpoint_paths(cfg.checkpoint)],
+        "model_step": ckpt.meta.get("step"),
+        "decoding": OmegaConf.to_container(cfg.decoding),
+        "inputs": [str(p.resolve()) for p in inputs],
+        "chunk_lines": cfg.chunk_lines,
+    }
+
+
+@hydra_app("backtranslate", BacktranslateConfig)
+def main(cfg: DictConfig) -> None:
+    with user_errors():
+        check_config(cfg)
+        if cfg.chunk_lines < 1:
+            raise UserError(f"chunk_lines={cfg.chunk_lines}: give at least 1")
+        if cfg.decoding.n_best != 1:
+            raise UserError("back-translation keeps one translation per sentence: decoding.n_best=1")
+        output, inputs = Path(cfg.output), input_paths(cfg.input)
+        lock_run_dir(output, job="back-translation", elsewhere="output=DIR")
+        ckpt, model = load_models(cfg.checkpoint, pick_device(cfg.device))
+        ckpt.tokenizer.tag_prefix(cfg.decoding.tag)  # refuses a tag the model lacks
+        job = job_record(cfg, ckpt, inputs)
+        if backtranslation.start(output, job):
+            log.info("%s already holds this back-translation, complete", output)
+            return
+        lines = (line for path in inputs for line in read_lines(path))
+        sentences, counts = backtranslation.select_sentences(lines, eval_sentences(ckpt.config.data))
+        dropped = ", ".join(f"{rule} {counts[rule]:,}" for rule in ("empty", "eval overlap", "duplicate"))
+        log.info(
+            "%s lines read; dropped: %s; %s sentences to back-translate",
+            f"{counts['read']:,}",
+            dropped,
+            f"{len(sentences):,}",
+        )
+        langs = (job["src_lang"], job["tgt_lang"])
+        translator = Translator(model, ckpt.tokenizer, cfg.decoding)
+        start = time.perf_counter()
+        translated = backtranslation.translate_chunks(translator, sentences, output, cfg.chunk_lines, langs)
+        seconds = time.perf_counter() - start
+        log.info(
+            "back-translated %d sentences in %.1f s (%.1f sentences/s)",
+            translated,
+            seconds,
+            translated / max(seconds, 1e-9),
+        )
+        backtranslation.finish(output, job, langs, {**counts, "kept": len(sentences)})
+        log.info("wrote %s/train.%s and train.%s: use it with +data.extra_train.NAME.dir=%s", output, *langs, output)
+
+
+if __name__ == "__main__":
+    main()
