@@ -5,13 +5,13 @@ and the same decoding settings, so `engine=ctranslate2` compares the two with on
 """
 
 from transformer.checkpoint import Checkpoint, load_checkpoint
-from transformer.config import ENGINES, DecodingConfig
+from transformer.config import DecodingConfig, Engine, choices
 from transformer.errors import UserError
 from transformer.runtime import pick_device
 from transformer.translator import Translator
 
 
-def load_engine(checkpoint: str, engine: str, decoding: DecodingConfig, device: str = "auto"):
+def load_engine(checkpoint: str, engine: Engine, decoding: DecodingConfig, device: str = "auto"):
     """(checkpoint or export, translator): `pytorch` loads a checkpoint, `ctranslate2` a transformer-export folder.
 
     The first item has the training `config`, a `path` and `meta`, as a `Checkpoint`.
@@ -21,7 +21,7 @@ def load_engine(checkpoint: str, engine: str, decoding: DecodingConfig, device: 
         ckpt.tokenizer.tag_prefix(decoding.tag)  # refuses a tag the model lacks before any translation
         return ckpt, Translator(ckpt.model, ckpt.tokenizer, decoding)
     if engine != "ctranslate2":
-        raise UserError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
+        raise UserError(f"engine={engine!r} is not one of {', '.join(choices(Engine))}")
     try:
         from transformer.export.engine import CTranslate2Translator
     except ImportError as err:

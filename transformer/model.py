@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from transformer.attention import Attention, Knobs, build_attention, padding_mask
 from transformer.cache import DecoderCache
-from transformer.config import AttentionConfig, ModelConfig, RNNConfig
+from transformer.config import AttentionConfig, Family, ModelConfig, RNNConfig, choices
 from transformer.rnn import RNNModel
 from transformer.tokenizer import PAD_ID, Tokenizer
 
@@ -249,7 +249,7 @@ def model_config(cfg) -> ModelConfig:
 def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> nn.Module:
     """The model (Transformer or, for `family: rnn`, RNNModel) that `cfg` describes, sized for `tokenizer`."""
     config = model_config(cfg)
-    if config.family not in ("transformer", "rnn"):
+    if config.family not in choices(Family):
         raise ValueError(f"unknown model family {config.family!r}")
     family = RNNModel if config.family == "rnn" else Transformer
     return family(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, config, joint_vocab=tokenizer.joint)
