@@ -1,14 +1,13 @@
 """Typed configuration schemas; the YAML files in `configs/` fill them in.
 
-Every setting of every command lives here with its meaning. Hydra validates the
-YAML groups and command-line overrides against these dataclasses, so an unknown
-key or a wrong type fails before any work starts.
+Every setting of every command lives here with its meaning. They are plain dataclasses: `transformer.cli`
+registers them with Hydra, which validates the YAML groups and command-line overrides against them, so an
+unknown key or a wrong type fails before any work starts; the library imports them without Hydra.
 """
 
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 # The allowed values of each setting that is a choice, defined here once: `check_config`, the search, the service's
@@ -348,16 +347,3 @@ class ResultsConfig:
     extra_dir: str | None = None  # where Tatoeba test and newstest2014 lie; default: the checkpoint's data.shared_dir
     samples: int = 12  # sample translations: half the best, half the worst by sentence BLEU
     device: str = "auto"
-
-
-def register_configs() -> None:
-    """Register the schemas so YAML files can name them in their defaults lists."""
-    cs = ConfigStore.instance()
-    cs.store(name="prepare_schema", node=PrepareConfig)
-    cs.store(name="train_schema", node=TrainConfig)
-    cs.store(name="evaluate_schema", node=EvaluateConfig)
-    cs.store(name="translate_schema", node=TranslateConfig)
-    cs.store(name="serve_schema", node=ServeConfig)
-    cs.store(name="export_schema", node=ExportConfig)
-    cs.store(name="average_schema", node=AverageConfig)
-    cs.store(name="results_schema", node=ResultsConfig)
