@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.attention import Attention, Knobs, build_attention, padding_mask
+from transformer.attention import Attention, build_attention, padding_mask
 from transformer.cache import DecoderCache
 from transformer.config import AttentionConfig, Family, ModelConfig, RNNConfig, choices
 from transformer.rnn import RNNModel
@@ -60,8 +60,7 @@ class Sublayer(nn.Module):
 def attention(cfg: ModelConfig, use: str) -> Attention:
     """The attention module `cfg.attention` chooses for `use` (encoder | decoder | cross)."""
     a = cfg.attention
-    knobs = Knobs(a.window, a.stride, a.bucket_size, a.n_hashes, a.rank, cfg.max_positions)
-    return build_attention(getattr(a, use), cfg.d_model, cfg.n_heads, cfg.attention_dropout, knobs)
+    return build_attention(getattr(a, use), cfg.d_model, cfg.n_heads, cfg.attention_dropout, a, cfg.max_positions)
 
 
 class EncoderLayer(nn.Module):

@@ -19,6 +19,7 @@ from transformer.errors import UserError
 
 log = logging.getLogger(__name__)
 
+
 def check_export(cfg: DictConfig) -> Path:
     """Refuse bad settings and an occupied output folder before any work; returns the output folder."""
     if cfg.format not in choices(ExportFormat):
