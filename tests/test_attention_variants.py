@@ -16,7 +16,8 @@ from transformer.checkpoint import load_checkpoint
 from transformer.config import AttentionConfig, ModelConfig
 from transformer.config_checks import check_config
 from transformer.errors import UserError
-from transformer.model import Transformer, build_model
+from transformer.factory import build_model
+from transformer.model import Transformer
 
 PAD = 0
 DECODER = [n for n in VARIANTS if usable(n, "decoder")]

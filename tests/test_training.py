@@ -17,7 +17,7 @@ import transformer.training.validation as validation_module
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.data import prepare
-from transformer.model import build_model
+from transformer.factory import build_model
 from transformer.training import Trainer
 from transformer.training.validation import Validator
 

@@ -14,9 +14,8 @@ from torch import Tensor, nn
 
 from transformer.attention import Attention, build_attention, padding_mask
 from transformer.cache import DecoderCache
-from transformer.config import AttentionConfig, Family, ModelConfig, RNNConfig, choices
-from transformer.rnn import RNNModel
-from transformer.tokenizer import PAD_ID, Tokenizer
+from transformer.config import ModelConfig
+from transformer.tokenizer import PAD_ID
 
 
 def sinusoidal_positions(n_positions: int, d_model: int) -> Tensor:
@@ -233,22 +232,3 @@ class Transformer(nn.Module):
         weights: list[Tensor] = []
         self.encode(src, record=weights)
         return torch.stack(weights)
-
-
-def model_config(cfg) -> ModelConfig:
-    """A ModelConfig from itself or a mapping of its fields (a checkpoint's; old ones may lack its nested parts)."""
-    if isinstance(cfg, ModelConfig):
-        return cfg
-    fields = dict(cfg)
-    fields["rnn"] = RNNConfig(**fields.get("rnn", {}))
-    fields["attention"] = AttentionConfig(**fields.get("attention", {}))
-    return ModelConfig(**fields)
-
-
-def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> nn.Module:
-    """The model (Transformer or, for `family: rnn`, RNNModel) that `cfg` describes, sized for `tokenizer`."""
-    config = model_config(cfg)
-    if config.family not in choices(Family):
-        raise ValueError(f"unknown model family {config.family!r}")
-    family = RNNModel if config.family == "rnn" else Transformer
-    return family(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, config, joint_vocab=tokenizer.joint)

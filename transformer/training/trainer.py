@@ -20,7 +20,7 @@ from transformer import distributed
 from transformer.batching import Batch, TrainBatches, padding_fraction
 from transformer.checkpoint import read_header
 from transformer.data import prepare
-from transformer.model import build_model
+from transformer.factory import build_model
 from transformer.optim import make_optimizer
 from transformer.runtime import pick_device, seed_everything
 from transformer.training.keeper import CheckpointKeeper
