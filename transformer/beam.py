@@ -4,6 +4,7 @@ import torch
 from torch import Tensor
 
 from transformer.config import LengthPenalty, choices
+from transformer.interface import Seq2SeqModel
 from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, strip_eos
 
 
@@ -64,7 +65,7 @@ class _Pool:
         return out
 
 
-def beam(model, src: Tensor, options: SearchOptions, limit: Tensor) -> list[list[Hypothesis]]:
+def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor) -> list[list[Hypothesis]]:
     """Beam search; for each sentence the `n_best` best finished hypotheses, best first.
 
     Each step ranks all beam × vocabulary extensions of a sentence. Extensions

@@ -5,8 +5,8 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
-from transformer.cache import DecoderCache
 from transformer.config import DecodingConfig, LengthPenalty, Strategy, choices
+from transformer.interface import SearchCache, Seq2SeqModel
 from transformer.tokenizer import BOS_ID, EOS_ID
 
 NEG_INF = float("-inf")
@@ -86,10 +86,10 @@ class SearchState:
     Rows are `group` hypotheses per source sentence, sentence-major.
     """
 
-    def __init__(self, model, src: Tensor, options: SearchOptions, group: int, max_len: int):
+    def __init__(self, model: Seq2SeqModel, src: Tensor, options: SearchOptions, group: int, max_len: int):
         self.model, self.eos_id = model, options.eos_id
         self.memory, self.src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
-        self.cache: DecoderCache | None = model.init_cache(self.memory, group, max_len) if options.use_cache else None
+        self.cache: SearchCache | None = model.init_cache(self.memory, group, max_len) if options.use_cache else None
         rows = src.size(0) * group
         self.prefix = torch.full((rows, max_len + 1), options.bos_id, dtype=torch.long, device=src.device)
         self.logprobs = torch.zeros(rows, max_len, device=src.device)  # per generated token

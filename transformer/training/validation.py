@@ -11,8 +11,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from transformer.batching import collate, token_batches
 from transformer.config import DecodingConfig, TrainerConfig
+from transformer.interface import Seq2SeqModel
 from transformer.loss import loss_sum
-from transformer.model import Transformer
 from transformer.plotting import attention_figure
 from transformer.runtime import autocast
 from transformer.tokenizer import Tokenizer
@@ -40,7 +40,7 @@ class Validator:
 
     def __init__(
         self,
-        model: Transformer,
+        model: Seq2SeqModel,
         tokenizer: Tokenizer,
         val: datasets.Dataset,
         trainer: TrainerConfig,
