@@ -41,6 +41,10 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model, bias=False)  # a key bias adds q·b to a whole row: softmax cancels it
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+        self.add_parameters()
+
+    def add_parameters(self) -> None:
+        """Where a variant adds (or removes) parameters of its own, after the projections."""
 
     @property
     def reach(self) -> int | None:

@@ -12,7 +12,6 @@ from torch import Tensor, nn
 
 from transformer.attention.base import Attention
 from transformer.attention.masks import attention_weights
-from transformer.config import AttentionConfig, ModelConfig
 
 
 class LinformerAttention(Attention):
@@ -20,15 +19,7 @@ class LinformerAttention(Attention):
 
     uses = ("encoder", "cross")
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        dropout: float = 0.0,
-        config: AttentionConfig | None = None,
-        max_length: int = ModelConfig.max_positions,
-    ):
-        super().__init__(d_model, n_heads, dropout, config, max_length)
+    def add_parameters(self) -> None:
         self.e_proj = nn.Parameter(nn.init.xavier_normal_(torch.empty(self.config.rank, self.max_length)))
         self.f_proj = nn.Parameter(nn.init.xavier_normal_(torch.empty(self.config.rank, self.max_length)))
 

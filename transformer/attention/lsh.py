@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer.attention.base import Attention
-from transformer.config import AttentionConfig, ModelConfig
 
 SELF = -1e5  # a query's score for itself: used only when its chunks hold nothing else
 NEG = -1e9
@@ -28,15 +27,7 @@ class LSHAttention(Attention):
 
     uses = ("encoder",)
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        dropout: float = 0.0,
-        config: AttentionConfig | None = None,
-        max_length: int = ModelConfig.max_positions,
-    ):
-        super().__init__(d_model, n_heads, dropout, config, max_length)
+    def add_parameters(self) -> None:
         self.k_proj = None  # keys are the normalised queries
 
     def project_kv(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
