@@ -33,6 +33,17 @@ def choice(allowed: Any, default: str) -> Any:
     return field(default=default, metadata={"choices": allowed})
 
 
+def bounded(default: float, **bounds: float) -> Any:
+    """A number setting with bounds (`ge`, `gt`, `le`, `lt`, as pydantic names them), read by `check_config` and by
+    the service's request schema."""
+    return field(default=default, metadata={"bounds": bounds})
+
+
+def bounds(schema: type, name: str) -> dict[str, float]:
+    """The bounds of the setting `name` of the dataclass `schema` (made with `bounded`; {} otherwise)."""
+    return next(f for f in fields(schema) if f.name == name).metadata.get("bounds", {})
+
+
 def choices(allowed: Any) -> tuple[str, ...]:
     """The allowed values of a `Literal` type, in their order."""
     return get_args(allowed)
@@ -235,19 +246,19 @@ class DecodingConfig:
     """Search settings, shared by validation, evaluation and translation."""
 
     strategy: str = choice(Strategy, "greedy")
-    beam_size: int = 5
-    n_best: int = 1  # hypotheses returned per sentence (beam); translate prints them all
+    beam_size: int = bounded(5, ge=1)
+    n_best: int = bounded(1, ge=1)  # hypotheses returned per sentence (beam); translate prints them all
     length_penalty: float = 1.0  # alpha; 0 = raw log-probability (neutral)
     length_penalty_kind: str = choice(LengthPenalty, "power")  # power: len^alpha | gnmt: ((5+len)/6)^alpha
-    max_len_a: float = 1.2  # output limit per sentence = a * source length + b (tokens, EOS included)
-    max_len_b: int = 10
-    min_len: int = 0  # fewest tokens before EOS
-    no_repeat_ngram_size: int = 0  # forbid repeating any n-gram of this size; 0 = off
-    top_k: int = 0  # sampling: keep the k likeliest tokens; 0 = all
-    top_p: float = 1.0  # sampling: nucleus mass
-    temperature: float = 1.0  # sampling
+    max_len_a: float = bounded(1.2, ge=0)  # output limit per sentence = a * source length + b (tokens, EOS included)
+    max_len_b: int = bounded(10, ge=1)
+    min_len: int = bounded(0, ge=0)  # fewest tokens before EOS
+    no_repeat_ngram_size: int = bounded(0, ge=0)  # forbid repeating any n-gram of this size; 0 = off
+    top_k: int = bounded(0, ge=0)  # sampling: keep the k likeliest tokens; 0 = all
+    top_p: float = bounded(1.0, gt=0, le=1)  # sampling: nucleus mass
+    temperature: float = bounded(1.0, gt=0)  # sampling
     seed: int = 0  # sampling
-    batch_size: int = 64  # sentences per decoding batch
+    batch_size: int = bounded(64, ge=1)  # sentences per decoding batch
     tag: str = ""  # translate "as" the training corpus with this tag (data.tag, data.extra_train.NAME.tag); "" = none
 
 

@@ -19,6 +19,7 @@ from transformer.config import (
     TokenizerConfig,
     TrainerConfig,
     TranslateConfig,
+    bounds,
     choice_fields,
 )
 from transformer.corpus import extra_corpus
@@ -35,6 +36,22 @@ def _choices(problems: list[str], prefix: str, node, schema: type) -> None:
     for name, allowed in choice_fields(schema).items():
         if name in node:
             _choice(problems, f"{prefix}{name}", node[name], allowed)
+
+
+def _bounded(problems: list[str], prefix: str, node, schema: type) -> None:
+    """Every setting of `schema` made with `config.bounded` against its bounds."""
+    for name in schema.__dataclass_fields__:
+        b, key = bounds(schema, name), f"{prefix}{name}"
+        if "gt" in b and "le" in b:
+            if not b["gt"] < node[name] <= b["le"]:
+                problems.append(f"{key}={node[name]} must be in ({b['gt']}, {b['le']}]")
+        elif "ge" in b and "lt" in b:
+            _in_range(problems, key, node[name], b["ge"], b["lt"])
+        elif "ge" in b:
+            _at_least(problems, key, node[name], b["ge"])
+        elif "gt" in b:
+            if not node[name] > b["gt"]:
+                problems.append(f"{key}={node[name]} must be greater than {b['gt']}")
 
 
 def _at_least(problems: list[str], key: str, value, low) -> None:
@@ -183,18 +200,12 @@ def _check_validation_tag(problems: list[str], cfg) -> None:
 
 def _check_decoding(problems: list[str], d) -> None:
     _choices(problems, "decoding.", d, DecodingConfig)
-    for key in ("beam_size", "n_best", "batch_size", "max_len_b"):
-        _at_least(problems, f"decoding.{key}", d[key], 1)
-    for key in ("max_len_a", "min_len", "no_repeat_ngram_size", "top_k"):
-        _at_least(problems, f"decoding.{key}", d[key], 0)
+    _bounded(problems, "decoding.", d, DecodingConfig)
     if d.n_best > d.beam_size:
         problems.append(f"decoding.n_best={d.n_best} must be at most decoding.beam_size={d.beam_size}")
     if d.n_best > 1 and d.strategy != "beam":
         problems.append(f"decoding.n_best={d.n_best} needs decoding=beam (greedy and sampling give one hypothesis)")
-    _positive(problems, "decoding.temperature", d.temperature)
     _tag(problems, "decoding.tag", d.tag)
-    if not 0 < d.top_p <= 1:
-        problems.append(f"decoding.top_p={d.top_p} must be in (0, 1]")
 
 
 def check_config(cfg) -> None:
