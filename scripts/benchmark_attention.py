@@ -23,22 +23,24 @@ import time
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from transformer.attention import VARIANTS, Knobs, build_attention, usable
+from transformer.attention import VARIANTS, build_attention, usable
 from transformer.cache import DecoderCache
+from transformer.config import AttentionConfig
 
 D_MODEL, HEADS, BATCH = 256, 4, 4
 TEXTBOOK = "dot-materialized"  # `dot` through SDPA's math kernel: the T×T weights stored, as the formula reads
 
 
-def knobs_for(length: int) -> Knobs:
+def knobs_for(length: int) -> AttentionConfig:
     """The knobs at sequence length `length`: w = 64, k = 64, buckets of 64, strided s = w ≈ √T (at least 16)."""
     side = max(16, round(math.sqrt(length)))
-    return Knobs(window=64, stride=side, bucket_size=64, n_hashes=2, rank=64, max_length=max(length, 1024))
+    return AttentionConfig(window=64, stride=side, bucket_size=64, n_hashes=2, rank=64)
 
 
 def train_step(name: str, length: int, reps: int) -> tuple[float, None]:
     """Median ms of forward + backward of one encoder self-attention layer at length `length`."""
-    attn = build_attention("dot" if name == TEXTBOOK else name, D_MODEL, HEADS, 0.0, knobs_for(length))
+    variant = "dot" if name == TEXTBOOK else name
+    attn = build_attention(variant, D_MODEL, HEADS, 0.0, knobs_for(length), max(length, 1024))
     x = torch.randn(BATCH, length, D_MODEL, requires_grad=True)
     kernel = sdpa_kernel(SDPBackend.MATH) if name == TEXTBOOK else contextlib.nullcontext()
     times = []
@@ -57,7 +59,7 @@ def decode_step(name: str, length: int, reps: int) -> tuple[float, float]:
     The keys and values live in the decoder's own `DecoderCache`, filled one step at a time,
     so a variant with a bounded reach (`local`) keeps only what its queries can see.
     """
-    attn = build_attention(name, D_MODEL, HEADS, 0.0, knobs_for(length)).eval()
+    attn = build_attention(name, D_MODEL, HEADS, 0.0, knobs_for(length), max(length, 1024)).eval()
     source = torch.zeros(BATCH, HEADS, 1, D_MODEL // HEADS)
     cache = DecoderCache([(source, source)], 1, length + reps + 1, attn.reach)
     x = torch.randn(BATCH, 1, D_MODEL)

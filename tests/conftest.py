@@ -13,7 +13,8 @@ from hydra import compose, initialize_config_dir
 from transformer.checkpoint import save_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.data import prepare
-from transformer.model import Transformer, build_model
+from transformer.factory import build_model
+from transformer.model import Transformer
 
 WORDS_FR = ["un", "chien", "chat", "homme", "femme", "court", "mange", "dort", "rouge", "bleu", "dans", "le", "parc"]
 WORDS_EN = ["a", "dog", "cat", "man", "woman", "runs", "eats", "sleeps", "red", "blue", "in", "the", "park"]

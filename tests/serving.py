@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from tests.conftest import WORDS_EN, WORDS_FR
 from transformer.checkpoint import load_checkpoint, save_checkpoint
 from transformer.config import DecodingConfig, ModelConfig, RNNConfig, ServeSettings, TokenizerConfig
-from transformer.model import build_model
+from transformer.factory import build_model
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 from transformer.translator import Translator
 

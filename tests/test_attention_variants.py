@@ -11,12 +11,13 @@ from omegaconf import OmegaConf
 import transformer.attention.additive as additive
 from tests.conftest import tiny_model
 from tests.test_decoding import greedy, hypotheses
-from transformer.attention import VARIANTS, Knobs, build_attention, padding_mask, usable
+from transformer.attention import VARIANTS, build_attention, padding_mask, usable
 from transformer.checkpoint import load_checkpoint
 from transformer.config import AttentionConfig, ModelConfig
 from transformer.config_checks import check_config
 from transformer.errors import UserError
-from transformer.model import Transformer, build_model
+from transformer.factory import build_model
+from transformer.model import Transformer
 
 PAD = 0
 DECODER = [n for n in VARIANTS if usable(n, "decoder")]
@@ -32,8 +33,8 @@ def model_with(seed=0, **attention) -> Transformer:
 def pair(name: str, **knobs) -> tuple:
     """`dot` and `name` modules holding the same projection weights."""
     torch.manual_seed(0)
-    dot = build_attention("dot", 32, 4, 0.0, Knobs(**knobs)).eval()
-    other = build_attention(name, 32, 4, 0.0, Knobs(**knobs)).eval()
+    dot = build_attention("dot", 32, 4, 0.0, AttentionConfig(**knobs), 1024).eval()
+    other = build_attention(name, 32, 4, 0.0, AttentionConfig(**knobs), 1024).eval()
     other.load_state_dict(dot.state_dict(), strict=False)
     return dot, other
 

@@ -1,12 +1,15 @@
 """The real Hydra configs compose, and bad settings are rejected before any work."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from transformer.cli import CONFIG_PATH, check_override
-from transformer.config import EvaluateConfig, TrainConfig
+from transformer.config import EvaluateConfig, PrepareConfig, TrainConfig
 from transformer.config_checks import check_config
 from transformer.data import prepared_path
 from transformer.errors import UserError
@@ -161,3 +164,21 @@ def test_the_tatoeba_recipe_resolves_its_corpus_paths_for_the_prepared_data_name
         for src, tgt in (("fr", "en"), ("en", "fr"))
     }
     assert len(set(names.values())) == 4
+
+
+@pytest.mark.parametrize("mode", [[], ["-m"]])
+def test_a_command_checks_its_config_once(mode, monkeypatch, tmp_path):
+    import transformer.cli as cli
+
+    checked, ran = [], []
+    monkeypatch.setattr(cli, "check_config", checked.append)
+    main = cli.hydra_app("prepare", PrepareConfig)(ran.append)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["transformer-prepare", *mode])
+    main()
+    assert len(ran) == 1 and len(checked) == 1
+
+
+def test_the_search_imports_no_hydra():
+    code = "import sys, transformer.decoding, transformer.translator; print(any('hydra' in m for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

@@ -18,7 +18,7 @@ from transformer.checkpoint import load_checkpoint, save_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.config import DecodingConfig, ModelConfig, TokenizerConfig
 from transformer.errors import UserError
-from transformer.model import build_model
+from transformer.factory import build_model
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
 from transformer.translator import Translator
 

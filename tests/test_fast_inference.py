@@ -6,7 +6,9 @@ import torch.nn.functional as F
 
 from tests.conftest import rebuilt, tiny_model
 from tests.test_decoding import greedy, greedy_with_scores
-from transformer.fast_inference import X86_64, PackedLinear, inference_copy, packable
+from transformer.attention.dot import DotAttention
+from transformer.config import AttentionConfig
+from transformer.fast_inference import X86_64, PackedAttention, PackedLinear, inference_copy, packable
 
 needs_onednn = pytest.mark.skipif(
     not (X86_64 and torch.backends.mkldnn.is_available()), reason="packing is used on x86-64 with oneDNN only"
@@ -115,3 +117,15 @@ def test_searches_in_two_threads_give_what_they_give_alone():
         t.join()
     for i in range(2):
         assert len(results[i]) == 5 and all(torch.equal(out, alone[i]) for out in results[i])
+
+
+def public_fields(module: torch.nn.Module) -> dict:
+    return {k: v for k, v in vars(module).items() if not k.startswith("_")}
+
+
+def test_packed_attention_keeps_every_field_of_the_attention():
+    attention = DotAttention(32, 4, 0.1, AttentionConfig(window=3), max_length=77)
+    attention.new_field = "a field added to Attention later"
+    packed = PackedAttention.of(attention)
+    assert public_fields(packed) == public_fields(attention) and isinstance(packed, DotAttention)
+    assert set(packed._modules) == {"q_proj", "out_proj", "qkv_proj", "kv_proj"}

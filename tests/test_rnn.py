@@ -17,8 +17,8 @@ from tests.test_decoding import (
 from transformer.config import ModelConfig, RNNConfig
 from transformer.config_checks import check_config
 from transformer.errors import UserError
+from transformer.factory import build_model, model_config
 from transformer.fast_inference import inference_copy
-from transformer.model import build_model, model_config
 from transformer.rnn import RNNModel
 
 VARIANTS = {

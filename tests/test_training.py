@@ -17,7 +17,7 @@ import transformer.training.validation as validation_module
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.data import prepare
-from transformer.model import build_model
+from transformer.factory import build_model
 from transformer.training import Trainer
 from transformer.training.validation import Validator
 
@@ -163,8 +163,9 @@ def test_val_loss_and_bleu_use_the_same_first_sentences(corpus, tmp_path, monkey
     assert trainer.validator.src == val_src[:5]
     # the loss is that of the same five pairs: a validator given only them agrees, the whole split does not
     val = trainer.validator
-    five = Validator(val.model, val.tokenizer, val_split(trainer).select(range(5)), trainer.cfg)
-    everything = Validator(val.model, val.tokenizer, val_split(trainer), cfg_with(trainer, val_max_sentences=0))
+    cfg, everything_cfg = trainer.cfg, cfg_with(trainer, val_max_sentences=0)
+    five = Validator(val.model, val.tokenizer, val_split(trainer).select(range(5)), cfg.trainer, cfg.decoding)
+    everything = Validator(val.model, val.tokenizer, val_split(trainer), everything_cfg.trainer, cfg.decoding)
     assert val.loss() == five.loss() != everything.loss()
 
 

@@ -4,10 +4,9 @@ import threading
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from tests.conftest import WORDS_EN, WORDS_FR, rebuilt, tiny_model
-from transformer.config import DecodingConfig, TokenizerConfig
+from transformer.config import DecodingConfig, TokenizerConfig, TrainerConfig
 from transformer.decoding import SearchOptions
 from transformer.tokenizer import POOL_FROM, Tokenizer, train_sentencepiece
 from transformer.training.validation import Validator
@@ -68,8 +67,8 @@ def test_weights_changed_in_place_between_validations_are_used():
     sentences = ["un chien rouge dort", "le chat"]
     src_ids = t.tokenizer.encode_src(sentences)
     val = {"src": sentences, "tgt": sentences, "src_ids": src_ids, "tgt_ids": src_ids}
-    trainer = dict(batch_tokens=64, precision="fp32", attention_images=0, progress=False, val_max_sentences=2)
-    validator = Validator(t.model, t.tokenizer, val, OmegaConf.create({"trainer": trainer, "decoding": t.cfg}))
+    trainer = TrainerConfig(batch_tokens=64, precision="fp32", attention_images=0, progress=False, val_max_sentences=2)
+    validator = Validator(t.model, t.tokenizer, val, trainer, t.cfg)
     validator.translator().search(sentences)
     optimizer = torch.optim.Adam(t.model.parameters(), lr=0.05, fused=True)
     ids = torch.randint(3, t.tokenizer.src_vocab_size, (2, 6))

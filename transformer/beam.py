@@ -3,11 +3,12 @@
 import torch
 from torch import Tensor
 
-from transformer.config import LENGTH_PENALTIES
+from transformer.config import LengthPenalty, choices
+from transformer.interface import Seq2SeqModel
 from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, strip_eos
 
 
-def penalty_divisor(length: int, alpha: float, kind: str = "power") -> float:
+def penalty_divisor(length: int, alpha: float, kind: LengthPenalty = "power") -> float:
     """The divisor of a hypothesis' log-probability: `power` len^α, `gnmt` ((5+len)/6)^α, `none` 1.
 
     α = 0 is neutral (raw log-probability) for both kinds.
@@ -18,7 +19,7 @@ def penalty_divisor(length: int, alpha: float, kind: str = "power") -> float:
         return ((5.0 + length) / 6.0) ** alpha
     if kind == "none":
         return 1.0
-    raise ValueError(f"unknown length penalty {kind!r}; choose {', '.join(LENGTH_PENALTIES)}")
+    raise ValueError(f"unknown length penalty {kind!r}; choose {', '.join(choices(LengthPenalty))}")
 
 
 class _Pool:
@@ -64,7 +65,7 @@ class _Pool:
         return out
 
 
-def beam(model, src: Tensor, options: SearchOptions, limit: Tensor) -> list[list[Hypothesis]]:
+def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor) -> list[list[Hypothesis]]:
     """Beam search; for each sentence the `n_best` best finished hypotheses, best first.
 
     Each step ranks all beam × vocabulary extensions of a sentence. Extensions

@@ -13,10 +13,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from transformer.errors import UserError
+from transformer.factory import build_model
 from transformer.files import atomic_write
-from transformer.model import Transformer, build_model
 from transformer.state import PREFIX as STATE_PREFIX
 from transformer.state import pack, unpack
 from transformer.tokenizer import Tokenizer
@@ -45,7 +46,7 @@ def convert_legacy_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.
 class Checkpoint:
     """What a checkpoint file restores."""
 
-    model: Transformer
+    model: nn.Module  # either family, built by `factory.build_model`
     tokenizer: Tokenizer
     config: DictConfig  # the resolved training config
     meta: dict[str, str]  # step, val_bleu, ...
@@ -57,7 +58,7 @@ def _bytes_tensor(data: bytes) -> torch.Tensor:
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
-def _unique_state(model: Transformer) -> dict[str, torch.Tensor]:
+def _unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """The state dict without the second name of a tied weight (the model re-ties it)."""
     state, seen = {}, set()
     for name, tensor in model.state_dict().items():
@@ -68,7 +69,7 @@ def _unique_state(model: Transformer) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(
-    path: Path, model: Transformer, tokenizer: Tokenizer, config: DictConfig, state: dict | None = None, **meta
+    path: Path, model: nn.Module, tokenizer: Tokenizer, config: DictConfig, state: dict | None = None, **meta
 ) -> None:
     """Write the checkpoint atomically (temporary file, then rename).
 

@@ -1,15 +1,58 @@
 """Typed configuration schemas; the YAML files in `configs/` fill them in.
 
-Every setting of every command lives here with its meaning. Hydra validates the
-YAML groups and command-line overrides against these dataclasses, so an unknown
-key or a wrong type fails before any work starts.
+Every setting of every command lives here with its meaning. They are plain dataclasses: `transformer.cli`
+registers them with Hydra, which validates the YAML groups and command-line overrides against them, so an
+unknown key or a wrong type fails before any work starts; the library imports them without Hydra.
 """
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Literal, get_args
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+# The allowed values of each setting that is a choice, defined here once: `check_config`, the search, the service's
+# request schema and the error messages read them through `choices`.
+ModelType = Literal["bpe", "unigram"]
+Family = Literal["transformer", "rnn"]
+Cell = Literal["gru", "lstm"]
+Scoring = Literal["additive", "dot"]
+Schedule = Literal["inverse_sqrt", "linear"]
+Precision = Literal["fp32", "bf16", "fp16"]
+Strategy = Literal["greedy", "beam", "sample"]
+LengthPenalty = Literal["power", "gnmt", "none"]
+Engine = Literal["pytorch", "ctranslate2"]
+ExportFormat = Literal["ctranslate2", "marian"]
+Quantization = Literal["none", "int8", "int8_float32", "bfloat16"]
+
+
+def choice(allowed: Any, default: str) -> Any:
+    """A setting whose value is one of the `Literal` type `allowed`; stored as `str`, since OmegaConf's structured
+    configs take no `Literal` (`check_config` checks the value)."""
+    if default not in get_args(allowed):
+        raise ValueError(f"default {default!r} is not one of {get_args(allowed)}")
+    return field(default=default, metadata={"choices": allowed})
+
+
+def bounded(default: float, **bounds: float) -> Any:
+    """A number setting with bounds (`ge`, `gt`, `le`, `lt`, as pydantic names them), read by `check_config` and by
+    the service's request schema."""
+    return field(default=default, metadata={"bounds": bounds})
+
+
+def bounds(schema: type, name: str) -> dict[str, float]:
+    """The bounds of the setting `name` of the dataclass `schema` (made with `bounded`; {} otherwise)."""
+    return next(f for f in fields(schema) if f.name == name).metadata.get("bounds", {})
+
+
+def choices(allowed: Any) -> tuple[str, ...]:
+    """The allowed values of a `Literal` type, in their order."""
+    return get_args(allowed)
+
+
+def choice_fields(schema: type) -> dict[str, tuple[str, ...]]:
+    """Each setting of the dataclass `schema` made with `choice`, with its allowed values."""
+    chosen: list[Field] = [f for f in fields(schema) if "choices" in f.metadata]
+    return {f.name: choices(f.metadata["choices"]) for f in chosen}
 
 
 @dataclass
@@ -25,7 +68,7 @@ class TokenizerConfig:
     """SentencePiece settings; the model is trained on the training split only."""
 
     vocab_size: int = 8000  # joint: one vocabulary of this size; separate: one per side
-    model_type: str = "bpe"  # bpe | unigram
+    model_type: str = choice(ModelType, "bpe")
     joint: bool = True  # one vocabulary for both languages (enables tying all embeddings)
     character_coverage: float = 1.0
     input_sentence_size: int = 2_000_000  # sentences sampled to train SentencePiece
@@ -128,15 +171,15 @@ class RNNConfig:
     attention_dim: int = 256  # additive attention's hidden size (dot scoring ignores it)
     encoder_layers: int = 1
     decoder_layers: int = 1
-    cell: str = "gru"  # encoder cell: gru | lstm (the decoder is a GRU)
-    attention: str = "additive"  # additive (Bahdanau) | dot (Luong's "general")
+    cell: str = choice(Cell, "gru")  # encoder cell (the decoder is a GRU)
+    attention: str = choice(Scoring, "additive")  # additive (Bahdanau) or dot (Luong's "general")
 
 
 @dataclass
 class ModelConfig:
     """Encoder-decoder Transformer dimensions (Vaswani et al. 2017), or `family: rnn` and its `rnn` settings."""
 
-    family: str = "transformer"  # transformer | rnn
+    family: str = choice(Family, "transformer")
 
     d_model: int = 256
     n_heads: int = 4
@@ -161,7 +204,7 @@ class OptimConfig:
     warmup_steps: int = 400
     # inverse_sqrt: the paper's decay by 1/sqrt(step); linear: decay to 0 at the end of the budget
     # (trainer.max_steps or trainer.max_minutes, whichever comes first)
-    schedule: str = "inverse_sqrt"
+    schedule: str = choice(Schedule, "inverse_sqrt")
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -191,35 +234,31 @@ class TrainerConfig:
     # A run dir (its best checkpoint) or checkpoint to fine-tune: its weights and SentencePiece model(s), with a fresh
     # optimizer, schedule, step count and best BLEU. The run folder's first launch only; later launches resume it.
     init_from: str = ""
-    precision: str = "fp32"  # fp32 | bf16 (autocast) | fp16 (autocast + gradient scaler)
+    precision: str = choice(Precision, "fp32")  # bf16: autocast; fp16: autocast + gradient scaler
     compile: bool = False  # torch.compile the model for training
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default
     progress: bool = True  # show a progress bar
 
 
-STRATEGIES = ("greedy", "beam", "sample")  # decoding.strategy's choices
-LENGTH_PENALTIES = ("power", "gnmt", "none")  # decoding.length_penalty_kind's choices
-
-
 @dataclass
 class DecodingConfig:
     """Search settings, shared by validation, evaluation and translation."""
 
-    strategy: str = "greedy"  # greedy | beam | sample
-    beam_size: int = 5
-    n_best: int = 1  # hypotheses returned per sentence (beam); translate prints them all
+    strategy: str = choice(Strategy, "greedy")
+    beam_size: int = bounded(5, ge=1)
+    n_best: int = bounded(1, ge=1)  # hypotheses returned per sentence (beam); translate prints them all
     length_penalty: float = 1.0  # alpha; 0 = raw log-probability (neutral)
-    length_penalty_kind: str = "power"  # power: len^alpha | gnmt: ((5+len)/6)^alpha | none
-    max_len_a: float = 1.2  # output limit per sentence = a * source length + b (tokens, EOS included)
-    max_len_b: int = 10
-    min_len: int = 0  # fewest tokens before EOS
-    no_repeat_ngram_size: int = 0  # forbid repeating any n-gram of this size; 0 = off
-    top_k: int = 0  # sampling: keep the k likeliest tokens; 0 = all
-    top_p: float = 1.0  # sampling: nucleus mass
-    temperature: float = 1.0  # sampling
+    length_penalty_kind: str = choice(LengthPenalty, "power")  # power: len^alpha | gnmt: ((5+len)/6)^alpha
+    max_len_a: float = bounded(1.2, ge=0)  # output limit per sentence = a * source length + b (tokens, EOS included)
+    max_len_b: int = bounded(10, ge=1)
+    min_len: int = bounded(0, ge=0)  # fewest tokens before EOS
+    no_repeat_ngram_size: int = bounded(0, ge=0)  # forbid repeating any n-gram of this size; 0 = off
+    top_k: int = bounded(0, ge=0)  # sampling: keep the k likeliest tokens; 0 = all
+    top_p: float = bounded(1.0, gt=0, le=1)  # sampling: nucleus mass
+    temperature: float = bounded(1.0, gt=0)  # sampling
     seed: int = 0  # sampling
-    batch_size: int = 64  # sentences per decoding batch
+    batch_size: int = bounded(64, ge=1)  # sentences per decoding batch
     tag: str = ""  # translate "as" the training corpus with this tag (data.tag, data.extra_train.NAME.tag); "" = none
 
 
@@ -245,7 +284,7 @@ class EvaluateConfig:
     ref_file: str | None = None
     output: str | None = None  # hypotheses file; default: beside the checkpoint
     device: str = "auto"
-    engine: str = "pytorch"  # pytorch | ctranslate2 (checkpoint= a transformer-export format=ctranslate2 folder)
+    engine: str = choice(Engine, "pytorch")  # ctranslate2: checkpoint= a transformer-export format=ctranslate2 folder
     decoding: DecodingConfig = MISSING
 
 
@@ -258,7 +297,7 @@ class TranslateConfig:
     plot_layer: int | None = None  # decoder layer to plot (0-based, -1 = last); None = mean of all
     split_sentences: bool = False  # split each line into sentences, translate them, join them back on one line
     device: str = "auto"
-    engine: str = "pytorch"  # pytorch | ctranslate2 (checkpoint= a transformer-export format=ctranslate2 folder)
+    engine: str = choice(Engine, "pytorch")  # ctranslate2: checkpoint= a transformer-export format=ctranslate2 folder
     decoding: DecodingConfig = MISSING
 
 
@@ -290,14 +329,14 @@ class ServeConfig:
 
 @dataclass
 class ExportOptions:
-    quantization: str = "none"  # ctranslate2 weights: none (float32) | int8 | int8_float32 | bfloat16
+    quantization: str = choice(Quantization, "none")  # ctranslate2 weights; none = float32
     force: bool = False  # replace a non-empty output folder
 
 
 @dataclass
 class ExportConfig:
     checkpoint: str = MISSING  # run directory or checkpoint file
-    format: str = "ctranslate2"  # ctranslate2 | marian (Hugging Face MarianMT)
+    format: str = choice(ExportFormat, "ctranslate2")  # marian: Hugging Face MarianMT
     output: str = MISSING  # folder to create
     export: ExportOptions = field(default_factory=ExportOptions)
 
@@ -330,19 +369,3 @@ class BacktranslateConfig:
     device: str = "auto"
     decoding: DecodingConfig = MISSING
 
-
-ENGINES = ("pytorch", "ctranslate2")  # decoding engines of transformer-translate and transformer-evaluate
-
-
-def register_configs() -> None:
-    """Register the schemas so YAML files can name them in their defaults lists."""
-    cs = ConfigStore.instance()
-    cs.store(name="prepare_schema", node=PrepareConfig)
-    cs.store(name="train_schema", node=TrainConfig)
-    cs.store(name="evaluate_schema", node=EvaluateConfig)
-    cs.store(name="translate_schema", node=TranslateConfig)
-    cs.store(name="serve_schema", node=ServeConfig)
-    cs.store(name="export_schema", node=ExportConfig)
-    cs.store(name="average_schema", node=AverageConfig)
-    cs.store(name="results_schema", node=ResultsConfig)
-    cs.store(name="backtranslate_schema", node=BacktranslateConfig)

@@ -7,7 +7,21 @@ cannot serve its use. `check_config` collects every problem and raises one `User
 
 import re
 
-from transformer.config import ATTENTION_USES, ENGINES, LENGTH_PENALTIES, RESERVED_TAGS, STRATEGIES, TAG_PATTERN
+from transformer.config import (
+    ATTENTION_USES,
+    RESERVED_TAGS,
+    TAG_PATTERN,
+    DataConfig,
+    DecodingConfig,
+    ModelConfig,
+    OptimConfig,
+    RNNConfig,
+    TokenizerConfig,
+    TrainerConfig,
+    TranslateConfig,
+    bounds,
+    choice_fields,
+)
 from transformer.corpus import extra_corpus
 from transformer.errors import UserError
 
@@ -15,6 +29,29 @@ from transformer.errors import UserError
 def _choice(problems: list[str], key: str, value, choices: tuple) -> None:
     if value not in choices:
         problems.append(f"{key}={value!r} is not one of {', '.join(map(str, choices))}")
+
+
+def _choices(problems: list[str], prefix: str, node, schema: type) -> None:
+    """Every setting of `schema` made with `config.choice` that `node` holds, against its allowed values."""
+    for name, allowed in choice_fields(schema).items():
+        if name in node:
+            _choice(problems, f"{prefix}{name}", node[name], allowed)
+
+
+def _bounded(problems: list[str], prefix: str, node, schema: type) -> None:
+    """Every setting of `schema` made with `config.bounded` against its bounds."""
+    for name in schema.__dataclass_fields__:
+        b, key = bounds(schema, name), f"{prefix}{name}"
+        if "gt" in b and "le" in b:
+            if not b["gt"] < node[name] <= b["le"]:
+                problems.append(f"{key}={node[name]} must be in ({b['gt']}, {b['le']}]")
+        elif "ge" in b and "lt" in b:
+            _in_range(problems, key, node[name], b["ge"], b["lt"])
+        elif "ge" in b:
+            _at_least(problems, key, node[name], b["ge"])
+        elif "gt" in b:
+            if not node[name] > b["gt"]:
+                problems.append(f"{key}={node[name]} must be greater than {b['gt']}")
 
 
 def _at_least(problems: list[str], key: str, value, low) -> None:
@@ -49,13 +86,12 @@ def _check_model(problems: list[str], m) -> None:
         problems.append(f"model.d_model={m.d_model} must be even (the position table pairs sin/cos dimensions)")
     for key in ("dropout", "attention_dropout", "activation_dropout"):
         _in_range(problems, f"model.{key}", m[key], 0, 1)
-    _choice(problems, "model.family", m.get("family", "transformer"), ("transformer", "rnn"))
+    _choices(problems, "model.", m, ModelConfig)
     if m.get("family") == "rnn":
         for key in ("embedding_dim", "encoder_hidden", "decoder_hidden", "attention_dim", "encoder_layers"):
             _at_least(problems, f"model.rnn.{key}", m.rnn[key], 1)
         _at_least(problems, "model.rnn.decoder_layers", m.rnn.decoder_layers, 1)
-        _choice(problems, "model.rnn.cell", m.rnn.cell, ("gru", "lstm"))
-        _choice(problems, "model.rnn.attention", m.rnn.attention, ("additive", "dot"))
+        _choices(problems, "model.rnn.", m.rnn, RNNConfig)
     if "attention" in m:
         _check_attention(problems, m.attention)
 
@@ -102,7 +138,8 @@ def _check_data(problems: list[str], d) -> None:
         problems.append(f"data.clean.max_ratio={d.clean.max_ratio} must be 0 (off) or at least 1")
     _at_least(problems, "data.max_len", d.max_len, 1)
     _at_least(problems, "data.num_proc", d.num_proc, 1)
-    _choice(problems, "data.tokenizer.model_type", d.tokenizer.model_type, ("bpe", "unigram"))
+    _choices(problems, "data.", d, DataConfig)
+    _choices(problems, "data.tokenizer.", d.tokenizer, TokenizerConfig)
     _at_least(problems, "data.tokenizer.vocab_size", d.tokenizer.vocab_size, 8)
     _at_least(problems, "data.tokenizer.input_sentence_size", d.tokenizer.input_sentence_size, 1)
     if not 0 < d.tokenizer.character_coverage <= 1:
@@ -113,7 +150,7 @@ def _check_data(problems: list[str], d) -> None:
 
 
 def _check_optim(problems: list[str], o) -> None:
-    _choice(problems, "optim.schedule", o.schedule, ("inverse_sqrt", "linear"))
+    _choices(problems, "optim.", o, OptimConfig)
     _positive(problems, "optim.lr", o.lr)
     _positive(problems, "optim.eps", o.eps)
     for key in ("warmup_steps", "weight_decay", "clip_norm"):
@@ -124,7 +161,7 @@ def _check_optim(problems: list[str], o) -> None:
 
 
 def _check_trainer(problems: list[str], t) -> None:
-    _choice(problems, "trainer.precision", t.precision, ("fp32", "bf16", "fp16"))
+    _choices(problems, "trainer.", t, TrainerConfig)
     for key in ("batch_tokens", "accumulate", "max_steps", "max_epochs", "val_every", "log_every", "max_nonfinite"):
         _at_least(problems, f"trainer.{key}", t[key], 1)
     for key in ("max_minutes", "val_max_sentences", "attention_images", "keep_last", "keep_best", "patience"):
@@ -162,20 +199,13 @@ def _check_validation_tag(problems: list[str], cfg) -> None:
 
 
 def _check_decoding(problems: list[str], d) -> None:
-    _choice(problems, "decoding.strategy", d.strategy, STRATEGIES)
-    _choice(problems, "decoding.length_penalty_kind", d.length_penalty_kind, LENGTH_PENALTIES)
-    for key in ("beam_size", "n_best", "batch_size", "max_len_b"):
-        _at_least(problems, f"decoding.{key}", d[key], 1)
-    for key in ("max_len_a", "min_len", "no_repeat_ngram_size", "top_k"):
-        _at_least(problems, f"decoding.{key}", d[key], 0)
+    _choices(problems, "decoding.", d, DecodingConfig)
+    _bounded(problems, "decoding.", d, DecodingConfig)
     if d.n_best > d.beam_size:
         problems.append(f"decoding.n_best={d.n_best} must be at most decoding.beam_size={d.beam_size}")
     if d.n_best > 1 and d.strategy != "beam":
         problems.append(f"decoding.n_best={d.n_best} needs decoding=beam (greedy and sampling give one hypothesis)")
-    _positive(problems, "decoding.temperature", d.temperature)
     _tag(problems, "decoding.tag", d.tag)
-    if not 0 < d.top_p <= 1:
-        problems.append(f"decoding.top_p={d.top_p} must be in (0, 1]")
 
 
 def check_config(cfg) -> None:
@@ -201,7 +231,7 @@ def check_config(cfg) -> None:
     if "device" in cfg:
         _device(problems, "device", cfg.device)
     if "engine" in cfg:
-        _choice(problems, "engine", cfg.engine, ENGINES)
+        _choices(problems, "", cfg, TranslateConfig)  # engine, as evaluate's
         if cfg.engine == "ctranslate2" and cfg.get("plot_attention"):
             problems.append("plot_attention needs engine=pytorch (CTranslate2 does not return our attention)")
     if problems:

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from transformer.beam import beam, penalty_divisor
 from transformer.config import DecodingConfig
+from transformer.interface import Seq2SeqModel
 from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, limits, strip_eos
 
 __all__ = ["Hypothesis", "SearchOptions", "beam_search", "greedy_decode", "penalty_divisor", "search"]
@@ -45,7 +46,7 @@ def _sampler(options: SearchOptions, generator: torch.Generator | None):
     return pick
 
 
-def _one_best(model, src: Tensor, options: SearchOptions, limit: Tensor, pick) -> tuple[Tensor, Tensor]:
+def _one_best(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor, pick) -> tuple[Tensor, Tensor]:
     """One hypothesis per sentence, choosing each token with `pick`; finished rows leave the batch.
 
     Returns ids (B, steps) without BOS, EOS included, pad_id after EOS, and their log-probabilities.
@@ -83,7 +84,7 @@ def _as_hypotheses(ids: Tensor, scores: Tensor, eos_id: int, pad_id: int) -> lis
     return hyps
 
 
-def _prepared(model, src: Tensor, options: SearchOptions, max_len: int | Tensor | None) -> Tensor:
+def _prepared(model: Seq2SeqModel, src: Tensor, options: SearchOptions, max_len: int | Tensor | None) -> Tensor:
     """Put `model` in eval mode; the per-sentence output limits (B,): `max_len`, else `options.output_limits` of the
     source lengths."""
     model.eval()
@@ -102,7 +103,7 @@ def _picker(options: SearchOptions, generator: torch.Generator | None, device: t
 
 @torch.inference_mode()
 def search(
-    model,
+    model: Seq2SeqModel,
     src: Tensor,
     options: SearchOptions,
     generator: torch.Generator | None = None,
@@ -122,7 +123,7 @@ def search(
 
 @torch.inference_mode()
 def greedy_decode(
-    model, src: Tensor, *, bos_id: int, eos_id: int, max_len: int | Tensor, use_cache: bool = True
+    model: Seq2SeqModel, src: Tensor, *, bos_id: int, eos_id: int, max_len: int | Tensor, use_cache: bool = True
 ) -> Tensor:
     """`search`'s greedy ids as one tensor (B, ≤max_len): without BOS, EOS included where generated, pad_id after.
 
@@ -133,7 +134,7 @@ def greedy_decode(
 
 
 def beam_search(
-    model,
+    model: Seq2SeqModel,
     src: Tensor,
     *,
     beam_size: int,

@@ -5,14 +5,14 @@ and the same decoding settings, so `engine=ctranslate2` compares the two with on
 """
 
 from transformer.checkpoint import Checkpoint
-from transformer.config import ENGINES, DecodingConfig
+from transformer.config import DecodingConfig, Engine, choices
 from transformer.ensemble import checkpoint_paths, load_models
 from transformer.errors import UserError
 from transformer.runtime import pick_device
 from transformer.translator import Translator
 
 
-def load_engine(checkpoint, engine: str, decoding: DecodingConfig, device: str = "auto"):
+def load_engine(checkpoint, engine: Engine, decoding: DecodingConfig, device: str = "auto"):
     """(checkpoint or export, translator): `pytorch` loads a checkpoint, or several as an ensemble
     (`transformer.ensemble`), `ctranslate2` a transformer-export folder.
 
@@ -24,7 +24,7 @@ def load_engine(checkpoint, engine: str, decoding: DecodingConfig, device: str =
         ckpt.tokenizer.tag_prefix(decoding.tag)  # refuses a tag the model lacks before any translation
         return ckpt, Translator(model, ckpt.tokenizer, decoding)
     if engine != "ctranslate2":
-        raise UserError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
+        raise UserError(f"engine={engine!r} is not one of {', '.join(choices(Engine))}")
     paths = checkpoint_paths(checkpoint)
     if len(paths) > 1:
         raise UserError("engine=ctranslate2 decodes one export; give one checkpoint=FOLDER (ensembles: engine=pytorch)")

@@ -78,14 +78,20 @@ class PackedLinear(nn.Module):
 class PackedAttention(DotAttention):
     """A `DotAttention` whose projections are packed, with q/k/v (and cross-attention's k/v) fused."""
 
-    def __init__(self, attention: DotAttention):
-        nn.Module.__init__(self)
-        self.n_heads, self.d_model, self.dropout = attention.n_heads, attention.d_model, attention.dropout
-        self.knobs = attention.knobs
-        self.training = attention.training
+    @classmethod
+    def of(cls, attention: DotAttention) -> "PackedAttention":
+        """A shallow copy of `attention` (every field of it shared, so none can be forgotten) whose submodules
+        are the packed projections; no weights are made or initialised."""
+        packed = copy.copy(attention)
+        packed.__class__ = cls
         q, k, v = attention.q_proj, attention.k_proj, attention.v_proj
-        self.q_proj, self.out_proj = PackedLinear.of(q), PackedLinear.of(attention.out_proj)
-        self.qkv_proj, self.kv_proj = PackedLinear.of(q, k, v), PackedLinear.of(k, v)
+        packed._modules = {
+            "q_proj": PackedLinear.of(q),
+            "out_proj": PackedLinear.of(attention.out_proj),
+            "qkv_proj": PackedLinear.of(q, k, v),
+            "kv_proj": PackedLinear.of(k, v),
+        }
+        return packed
 
     def project_qkv(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
@@ -101,7 +107,7 @@ def _swapped(module: nn.Module) -> nn.Module:
     if isinstance(module, nn.Linear):
         return PackedLinear.of(module)
     if type(module) is DotAttention:  # fused q/k/v only where the projections are known; other variants
-        return PackedAttention(module)  # keep their own code with their nn.Linear maps packed one by one
+        return PackedAttention.of(module)  # keep their own code with their nn.Linear maps packed one by one
     clone = copy.copy(module)
     clone._modules = {name: None if child is None else _swapped(child) for name, child in module._modules.items()}
     return clone

@@ -12,11 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.attention import Attention, Knobs, build_attention, padding_mask
+from transformer.attention import Attention, build_attention, padding_mask
 from transformer.cache import DecoderCache
-from transformer.config import AttentionConfig, ModelConfig, RNNConfig
-from transformer.rnn import RNNModel
-from transformer.tokenizer import PAD_ID, Tokenizer
+from transformer.config import ModelConfig
+from transformer.tokenizer import PAD_ID
 
 
 def sinusoidal_positions(n_positions: int, d_model: int) -> Tensor:
@@ -60,8 +59,7 @@ class Sublayer(nn.Module):
 def attention(cfg: ModelConfig, use: str) -> Attention:
     """The attention module `cfg.attention` chooses for `use` (encoder | decoder | cross)."""
     a = cfg.attention
-    knobs = Knobs(a.window, a.stride, a.bucket_size, a.n_hashes, a.rank, cfg.max_positions)
-    return build_attention(getattr(a, use), cfg.d_model, cfg.n_heads, cfg.attention_dropout, knobs)
+    return build_attention(getattr(a, use), cfg.d_model, cfg.n_heads, cfg.attention_dropout, a, cfg.max_positions)
 
 
 class EncoderLayer(nn.Module):
@@ -234,22 +232,3 @@ class Transformer(nn.Module):
         weights: list[Tensor] = []
         self.encode(src, record=weights)
         return torch.stack(weights)
-
-
-def model_config(cfg) -> ModelConfig:
-    """A ModelConfig from itself or a mapping of its fields (a checkpoint's; old ones may lack its nested parts)."""
-    if isinstance(cfg, ModelConfig):
-        return cfg
-    fields = dict(cfg)
-    fields["rnn"] = RNNConfig(**fields.get("rnn", {}))
-    fields["attention"] = AttentionConfig(**fields.get("attention", {}))
-    return ModelConfig(**fields)
-
-
-def build_model(cfg: ModelConfig, tokenizer: Tokenizer) -> nn.Module:
-    """The model (Transformer or, for `family: rnn`, RNNModel) that `cfg` describes, sized for `tokenizer`."""
-    config = model_config(cfg)
-    if config.family not in ("transformer", "rnn"):
-        raise ValueError(f"unknown model family {config.family!r}")
-    family = RNNModel if config.family == "rnn" else Transformer
-    return family(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, config, joint_vocab=tokenizer.joint)

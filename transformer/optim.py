@@ -5,7 +5,7 @@ import math
 import torch
 from torch import nn
 
-from transformer.config import OptimConfig
+from transformer.config import OptimConfig, Schedule, choices
 
 
 def inverse_sqrt(step: int, warmup: int) -> float:
@@ -22,8 +22,10 @@ def lr_multiplier(cfg: OptimConfig, step: int, progress: float) -> float:
     """
     if cfg.schedule == "inverse_sqrt":
         return inverse_sqrt(step, cfg.warmup_steps)
-    warmup = min(step / cfg.warmup_steps, 1.0) if cfg.warmup_steps > 0 else 1.0
-    return warmup * max(1.0 - progress, 0.0)
+    if cfg.schedule == "linear":
+        warmup = min(step / cfg.warmup_steps, 1.0) if cfg.warmup_steps > 0 else 1.0
+        return warmup * max(1.0 - progress, 0.0)
+    raise ValueError(f"optim.schedule={cfg.schedule!r}; choose {', '.join(choices(Schedule))}")
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from transformer.files import atomic_write  # noqa: E402
-from transformer.model import Transformer  # noqa: E402
+from transformer.interface import Seq2SeqModel  # noqa: E402
 from transformer.tokenizer import BOS_ID, EOS_ID, Tokenizer  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def save_figure(fig: Figure, path: Path) -> None:
         plt.close(fig)
 
 
-def attention_matrix(model: Transformer, src_ids: list[int], tgt_ids: list[int], layer: int | None = None) -> Tensor:
+def attention_matrix(model: Seq2SeqModel, src_ids: list[int], tgt_ids: list[int], layer: int | None = None) -> Tensor:
     """A translation's cross-attention (T+1, S+1), EOS included, mean over heads, of one decoder layer or all (None)."""
     device = next(model.parameters()).device
     src = torch.tensor([src_ids + [EOS_ID]], device=device)
@@ -61,7 +61,7 @@ def attention_tokens(tokenizer: Tokenizer, src_ids: list[int], tgt_ids: list[int
 
 
 def attention_figure(
-    model: Transformer, tokenizer: Tokenizer, src_ids: list[int], tgt_ids: list[int], layer: int | None = None
+    model: Seq2SeqModel, tokenizer: Tokenizer, src_ids: list[int], tgt_ids: list[int], layer: int | None = None
 ) -> Figure:
     """Heatmap of a translation's cross-attention, averaged over heads, for one decoder layer or all (None)."""
     matrix = attention_matrix(model, src_ids, tgt_ids, layer)

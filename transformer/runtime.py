@@ -6,6 +6,7 @@ import random
 import numpy as np
 import torch
 
+from transformer.config import Precision, choices
 from transformer.errors import UserError
 
 
@@ -43,10 +44,10 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def autocast(device: torch.device, precision: str):
+def autocast(device: torch.device, precision: Precision):
     """The mixed-precision context for `precision`: fp32 (none), bf16 or fp16 autocast."""
     if precision == "fp32":
         return contextlib.nullcontext()
     if precision in ("bf16", "fp16"):
         return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
-    raise ValueError(f"trainer.precision={precision!r}; choose fp32, bf16 or fp16")
+    raise ValueError(f"trainer.precision={precision!r}; choose {', '.join(choices(Precision))}")

@@ -5,8 +5,8 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
-from transformer.cache import DecoderCache
-from transformer.config import LENGTH_PENALTIES, STRATEGIES, DecodingConfig
+from transformer.config import DecodingConfig, LengthPenalty, Strategy, choices
+from transformer.interface import SearchCache, Seq2SeqModel
 from transformer.tokenizer import BOS_ID, EOS_ID
 
 NEG_INF = float("-inf")
@@ -32,11 +32,11 @@ def strip_eos(tokens: list[int], eos_id: int) -> list[int]:
 class SearchOptions:
     """The settings of one search; their meaning is documented on `DecodingConfig`, whose defaults they take."""
 
-    strategy: str
+    strategy: Strategy
     beam_size: int
     n_best: int
     length_penalty: float
-    length_penalty_kind: str
+    length_penalty_kind: LengthPenalty
     max_len_a: float
     max_len_b: int
     min_len: int
@@ -56,10 +56,12 @@ class SearchOptions:
         return cls(**{**values, **overrides})
 
     def __post_init__(self):
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy={self.strategy!r}; choose {', '.join(STRATEGIES)}")
-        if self.length_penalty_kind not in LENGTH_PENALTIES:
-            raise ValueError(f"length_penalty_kind={self.length_penalty_kind!r}; choose {', '.join(LENGTH_PENALTIES)}")
+        if self.strategy not in choices(Strategy):
+            raise ValueError(f"strategy={self.strategy!r}; choose {', '.join(choices(Strategy))}")
+        if self.length_penalty_kind not in choices(LengthPenalty):
+            raise ValueError(
+                f"length_penalty_kind={self.length_penalty_kind!r}; choose {', '.join(choices(LengthPenalty))}"
+            )
         if self.beam_size < 1 or not 1 <= self.n_best <= self.beam_size:
             raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size (got {self.beam_size}, {self.n_best})")
         if self.temperature <= 0 or not 0 < self.top_p <= 1:
@@ -84,10 +86,10 @@ class SearchState:
     Rows are `group` hypotheses per source sentence, sentence-major.
     """
 
-    def __init__(self, model, src: Tensor, options: SearchOptions, group: int, max_len: int):
+    def __init__(self, model: Seq2SeqModel, src: Tensor, options: SearchOptions, group: int, max_len: int):
         self.model, self.eos_id = model, options.eos_id
         self.memory, self.src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
-        self.cache: DecoderCache | None = model.init_cache(self.memory, group, max_len) if options.use_cache else None
+        self.cache: SearchCache | None = model.init_cache(self.memory, group, max_len) if options.use_cache else None
         rows = src.size(0) * group
         self.prefix = torch.full((rows, max_len + 1), options.bos_id, dtype=torch.long, device=src.device)
         self.logprobs = torch.zeros(rows, max_len, device=src.device)  # per generated token

@@ -18,7 +18,7 @@ from transformer.batching import pad
 from transformer.config import DecodingConfig
 from transformer.decoding import Hypothesis, SearchOptions, search
 from transformer.fast_inference import inference_copy
-from transformer.model import Transformer
+from transformer.interface import Seq2SeqModel
 from transformer.tokenizer import EOS_ID, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ class Translator(TextTranslator):
     sampling generator defaults to a new one seeded with `cfg.seed` on the model's device.
     """
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, cfg: DecodingConfig):
+    def __init__(self, model: Seq2SeqModel, tokenizer: Tokenizer, cfg: DecodingConfig):
         super().__init__(cfg)
         self.model, self.tokenizer, self.max_positions = model, tokenizer, model.max_positions
         self.inference_model = inference_copy(model)

@@ -5,13 +5,14 @@ line below (and its knobs in `transformer.config.AttentionConfig`, checked in `c
 """
 
 from transformer.attention.additive import AdditiveAttention
-from transformer.attention.base import USES, Attention, Knobs
+from transformer.attention.base import USES, Attention
 from transformer.attention.dot import DotAttention
 from transformer.attention.linformer import LinformerAttention
 from transformer.attention.local import LocalAttention
 from transformer.attention.lsh import LSHAttention
 from transformer.attention.masks import attention_reference, attention_weights, causal_mask, padding_mask
 from transformer.attention.strided import StridedAttention
+from transformer.config import AttentionConfig
 
 VARIANTS: dict[str, type[Attention]] = {
     "dot": DotAttention,
@@ -27,7 +28,6 @@ __all__ = [
     "USES",
     "VARIANTS",
     "Attention",
-    "Knobs",
     "MultiHeadAttention",
     "attention_reference",
     "attention_weights",
@@ -43,6 +43,8 @@ def usable(name: str, use: str) -> bool:
     return name in VARIANTS and use in VARIANTS[name].uses
 
 
-def build_attention(name: str, d_model: int, n_heads: int, dropout: float, knobs: Knobs) -> Attention:
-    """The attention module called `name`."""
-    return VARIANTS[name](d_model, n_heads, dropout, knobs)
+def build_attention(
+    name: str, d_model: int, n_heads: int, dropout: float, config: AttentionConfig, max_length: int
+) -> Attention:
+    """The attention module called `name`, with the variants' settings `config` (see `Attention`)."""
+    return VARIANTS[name](d_model, n_heads, dropout, config, max_length)

@@ -21,9 +21,9 @@ NEG = -1e9
 class AdditiveAttention(Attention):
     """vᵀ tanh(W_q q + W_k k) scoring with one v per head."""
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, knobs=None):
-        super().__init__(d_model, n_heads, dropout, knobs)
-        self.score_v = nn.Parameter(torch.randn(n_heads, d_model // n_heads) * (d_model // n_heads) ** -0.5)
+    def add_parameters(self) -> None:
+        head = self.d_model // self.n_heads
+        self.score_v = nn.Parameter(torch.randn(self.n_heads, head) * head**-0.5)
 
     def _chunk_scores(self, q: Tensor, k: Tensor) -> Tensor:
         """(B, H, c, Dh) × (B, H, S, Dh) -> (B, H, c, S)."""

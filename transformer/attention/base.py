@@ -8,26 +8,13 @@ without knowing the variant. In cached decoding the keys are the whole prefix an
 queries its last T positions, so the causal mask is `prefix_causal_mask(T, L)`.
 """
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
 from transformer.attention.masks import attention_weights, combine, prefix_causal_mask
+from transformer.config import AttentionConfig, ModelConfig
 
 USES = ("encoder", "decoder", "cross")  # encoder self-attention, causal decoder self-attention, cross-attention
-
-
-@dataclass
-class Knobs:
-    """A variant's settings (mirrors transformer.config.AttentionConfig's knobs)."""
-
-    window: int = 16
-    stride: int = 8
-    bucket_size: int = 32
-    n_hashes: int = 2
-    rank: int = 64
-    max_length: int = 1024  # linformer's longest key sequence (the model's max_positions)
 
 
 class Attention(nn.Module):
@@ -35,16 +22,29 @@ class Attention(nn.Module):
 
     uses: tuple[str, ...] = USES
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, knobs: Knobs | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        config: AttentionConfig | None = None,
+        max_length: int = ModelConfig.max_positions,
+    ):
+        """`config` holds the variants' settings (default `AttentionConfig()`); `max_length` is the longest key
+        sequence (the model's `max_positions`), which linformer's projections span."""
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.n_heads, self.d_model, self.dropout = n_heads, d_model, dropout
-        self.knobs = knobs or Knobs()
+        self.config, self.max_length = config or AttentionConfig(), max_length
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model, bias=False)  # a key bias adds q·b to a whole row: softmax cancels it
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+        self.add_parameters()
+
+    def add_parameters(self) -> None:
+        """Where a variant adds (or removes) parameters of its own, after the projections."""
 
     @property
     def reach(self) -> int | None:

@@ -15,14 +15,13 @@ from transformer.attention.masks import attention_weights
 
 
 class LinformerAttention(Attention):
-    """Attention over `knobs.rank` learned mixtures of the keys/values."""
+    """Attention over `config.rank` learned mixtures of the keys/values."""
 
     uses = ("encoder", "cross")
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, knobs=None):
-        super().__init__(d_model, n_heads, dropout, knobs)
-        self.e_proj = nn.Parameter(nn.init.xavier_normal_(torch.empty(self.knobs.rank, self.knobs.max_length)))
-        self.f_proj = nn.Parameter(nn.init.xavier_normal_(torch.empty(self.knobs.rank, self.knobs.max_length)))
+    def add_parameters(self) -> None:
+        self.e_proj = nn.Parameter(nn.init.xavier_normal_(torch.empty(self.config.rank, self.max_length)))
+        self.f_proj = nn.Parameter(nn.init.xavier_normal_(torch.empty(self.config.rank, self.max_length)))
 
     def project_kv(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Projected keys and values, each (B, H, k, Dh); without `mask`, rows of `x` that are all zero
@@ -32,8 +31,8 @@ class LinformerAttention(Attention):
         real = real[:, None, :, None].to(k.dtype)  # (B, 1, S, 1)
         k, v = k * real, v * real
         s = x.size(1)
-        if s > self.knobs.max_length:
-            raise ValueError(f"linformer: {s} positions exceed its max length {self.knobs.max_length}")
+        if s > self.max_length:
+            raise ValueError(f"linformer: {s} positions exceed its max length {self.max_length}")
         return (
             torch.einsum("rs,bhsd->bhrd", self.e_proj[:, :s], k),
             torch.einsum("rs,bhsd->bhrd", self.f_proj[:, :s], v),

@@ -18,19 +18,19 @@ from transformer.attention.masks import combine
 
 
 class LocalAttention(Attention):
-    """Sliding-window attention of width `knobs.window`."""
+    """Sliding-window attention of width `config.window`."""
 
     uses = ("encoder", "decoder")
 
     @property
     def reach(self) -> int:
-        return self.knobs.window
+        return self.config.window
 
     def pattern(self, queries: int, keys: int, is_causal: bool, device: torch.device) -> Tensor:
-        return band_pattern(queries, keys, self.knobs.window, is_causal, device)
+        return band_pattern(queries, keys, self.config.window, is_causal, device)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
-        t, s, w = q.size(2), k.size(2), self.knobs.window
+        t, s, w = q.size(2), k.size(2), self.config.window
         if t != s:  # cached decoding: the keys in reach of these new positions only
             first = max(0, s - t - w + 1) if is_causal else 0
             k, v = k[:, :, first:], v[:, :, first:]

@@ -23,12 +23,11 @@ NEG = -1e9
 
 
 class LSHAttention(Attention):
-    """Bucketed shared-QK attention with `knobs.n_hashes` rounds of `knobs.bucket_size` chunks."""
+    """Bucketed shared-QK attention with `config.n_hashes` rounds of `config.bucket_size` chunks."""
 
     uses = ("encoder",)
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, knobs=None):
-        super().__init__(d_model, n_heads, dropout, knobs)
+    def add_parameters(self) -> None:
         self.k_proj = None  # keys are the normalised queries
 
     def project_kv(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -37,12 +36,12 @@ class LSHAttention(Attention):
     def buckets(self, k: Tensor, n_buckets: int) -> Tensor:
         """Bucket ids (B, H, R, T) of keys (B, H, T, Dh) under the fixed random rotations."""
         gen = torch.Generator().manual_seed(n_buckets)
-        rot = torch.randn(self.knobs.n_hashes, k.size(-1), n_buckets // 2, generator=gen).to(k)
+        rot = torch.randn(self.config.n_hashes, k.size(-1), n_buckets // 2, generator=gen).to(k)
         r = torch.einsum("bhtd,rdn->bhrtn", k, rot)
         return torch.cat([r, -r], dim=-1).argmax(dim=-1)
 
     def n_buckets(self, length: int) -> int:
-        return max(2, 2 * math.ceil(length / self.knobs.bucket_size / 2))
+        return max(2, 2 * math.ceil(length / self.config.bucket_size / 2))
 
     def weights(self, q: Tensor, k: Tensor, mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
         """Dense map under "same bucket in some round" (what the chunks approximate), for plots."""
@@ -53,7 +52,7 @@ class LSHAttention(Attention):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         bsz, h, t, dh = q.shape
-        c, rounds = self.knobs.bucket_size, self.knobs.n_hashes
+        c, rounds = self.config.bucket_size, self.config.n_hashes
         n = math.ceil(t / c)
         pad = n * c - t
         q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))

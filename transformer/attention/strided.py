@@ -18,23 +18,23 @@ from transformer.attention.masks import combine
 
 
 class StridedAttention(Attention):
-    """Band of width `knobs.window` plus every `knobs.stride`-th key."""
+    """Band of width `config.window` plus every `config.stride`-th key."""
 
     uses = ("encoder", "decoder")
 
     def pattern(self, queries: int, keys: int, is_causal: bool, device: torch.device) -> Tensor:
-        s = self.knobs.stride
+        s = self.config.stride
         i = torch.arange(keys - queries, keys, device=device)[:, None]
         j = torch.arange(keys, device=device)[None, :]
         summary = (j % s == s - 1) & (j <= i) if is_causal else j % s == s - 1
-        return band_pattern(queries, keys, self.knobs.window, is_causal, device) | summary
+        return band_pattern(queries, keys, self.config.window, is_causal, device) | summary
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         t, s = q.size(2), k.size(2)
         if t != s:  # cached decoding: the pattern as a mask
             pattern = combine(mask, self.pattern(t, s, is_causal, q.device))
             return F.scaled_dot_product_attention(q, k, v, attn_mask=pattern)
-        w, stride = self.knobs.window, self.knobs.stride
+        w, stride = self.config.window, self.config.stride
         local = band_scores(q, k, mask, w, is_causal)  # (B, H, n, w, K)
         ks, vs = k[:, :, stride - 1 :: stride], v[:, :, stride - 1 :: stride]  # (B, H, S/s, Dh) summary keys
         j = torch.arange(s, device=q.device)[None, stride - 1 :: stride]  # empty when s < stride

@@ -10,17 +10,37 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hydra
+from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from transformer.config import register_configs
+from transformer import config
 from transformer.config_checks import check_config
 from transformer.errors import UserError
 
 CONFIG_PATH = str(Path(__file__).resolve().parents[2] / "configs")
 
-register_configs()
+SCHEMAS = {
+    "prepare_schema": config.PrepareConfig,
+    "train_schema": config.TrainConfig,
+    "evaluate_schema": config.EvaluateConfig,
+    "translate_schema": config.TranslateConfig,
+    "serve_schema": config.ServeConfig,
+    "export_schema": config.ExportConfig,
+    "average_schema": config.AverageConfig,
+    "results_schema": config.ResultsConfig,
+    "backtranslate_schema": config.BacktranslateConfig,
+}  # the YAML files name these in their defaults lists
+
+
+def register_schemas() -> None:
+    """Register the schemas with Hydra, so YAML files and overrides are checked against them."""
+    for name, schema in SCHEMAS.items():
+        ConfigStore.instance().store(name=name, node=schema)
+
+
+register_schemas()
 
 
 @contextlib.contextmanager
@@ -107,18 +127,30 @@ def hydra_app(
     config_name: str, schema: type, before: Callable[[DictConfig, list[str]], None] | None = None
 ) -> Callable[[Callable[[DictConfig], None]], Callable[[], None]]:
     """Make a console-script entry point: check the overrides against `schema`, compose and check the whole
-    config (then `before(cfg, overrides)`, e.g. to lock a folder), then run the Hydra app."""
+    config (then `before(cfg, overrides)`, e.g. to lock a folder), then run the Hydra app; `check_config` runs
+    once per command (per job under Hydra's -m)."""
 
     def wrap(run: Callable[[DictConfig], None]) -> Callable[[], None]:
-        app = hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=config_name)(run)
+        checked = False  # whether this command's config was checked before Hydra started
+
+        @functools.wraps(run)  # Hydra names the job after the function it unwraps
+        def job(cfg: DictConfig) -> None:
+            if not checked:  # Hydra's own modes (-m): each job's config is checked here instead
+                with user_errors():
+                    check_config(cfg)
+            run(cfg)
+
+        app = hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=config_name)(job)
 
         @functools.wraps(run)
         def main() -> None:
+            nonlocal checked
             overrides = sys.argv[1:]
+            checked = not any(arg.startswith("-") for arg in overrides)  # --help, --cfg, -m: Hydra's own modes
             with user_errors():
                 for override in overrides:
                     check_override(schema, override)
-                if not any(arg.startswith("-") for arg in overrides):  # --help, --cfg, -m: Hydra's own modes
+                if checked:
                     cfg = compose_checked(config_name, overrides)
                     if before is not None:
                         before(cfg, overrides)

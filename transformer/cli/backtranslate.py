@@ -12,7 +12,6 @@ from omegaconf import DictConfig, OmegaConf
 from transformer import backtranslation
 from transformer.cli import hydra_app, user_errors
 from transformer.config import BacktranslateConfig
-from transformer.config_checks import check_config
 from transformer.corpus import evaluation_splits, fetch, read_lines, read_parallel
 from transformer.ensemble import checkpoint_paths, load_models
 from transformer.errors import UserError
@@ -54,7 +53,6 @@ def job_record(cfg: DictConfig, ckpt, inputs: list[Path]) -> dict:
 @hydra_app("backtranslate", BacktranslateConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
-        check_config(cfg)
         if cfg.chunk_lines < 1:
             raise UserError(f"chunk_lines={cfg.chunk_lines}: give at least 1")
         if cfg.decoding.n_best != 1:

@@ -9,7 +9,6 @@ from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import DecodingConfig, EvaluateConfig
-from transformer.config_checks import check_config
 from transformer.corpus import ParallelFiles, fetch, read_parallel
 from transformer.engines import load_engine
 from transformer.ensemble import checkpoint_paths
@@ -48,7 +47,6 @@ def test_files(cfg: DictConfig, data_cfg: DictConfig) -> ParallelFiles:
 @hydra_app("evaluate", EvaluateConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
-        check_config(cfg)
         if cfg.output and Path(cfg.output).is_dir():
             raise UserError(f"output={cfg.output} is a folder; give the hypotheses file's name (or leave output out)")
         ckpt, translator = load_engine(cfg.checkpoint, cfg.engine, cfg.decoding, cfg.device)

@@ -14,22 +14,20 @@ from omegaconf import DictConfig
 
 from transformer.checkpoint import Checkpoint, load_checkpoint
 from transformer.cli import hydra_app, user_errors
-from transformer.config import ExportConfig
+from transformer.config import ExportConfig, ExportFormat, Quantization, choices
 from transformer.errors import UserError
 from transformer.files import folder_beside
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("ctranslate2", "marian")
-QUANTIZATIONS = ("none", "int8", "int8_float32", "bfloat16")
-
 
 def check_export(cfg: DictConfig) -> Path:
     """Refuse bad settings and an occupied output folder before any work; returns the output folder."""
-    if cfg.format not in FORMATS:
-        raise UserError(f"format={cfg.format!r} is not one of {', '.join(FORMATS)}")
-    if cfg.export.quantization not in QUANTIZATIONS:
-        raise UserError(f"export.quantization={cfg.export.quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
+    if cfg.format not in choices(ExportFormat):
+        raise UserError(f"format={cfg.format!r} is not one of {', '.join(choices(ExportFormat))}")
+    if cfg.export.quantization not in choices(Quantization):
+        quantizations = ", ".join(choices(Quantization))
+        raise UserError(f"export.quantization={cfg.export.quantization!r} is not one of {quantizations}")
     if cfg.format == "marian" and cfg.export.quantization != "none":
         raise UserError("export.quantization is for format=ctranslate2; a MarianMT folder holds float32 weights")
     output = Path(cfg.output)
@@ -40,7 +38,7 @@ def check_export(cfg: DictConfig) -> Path:
     return output
 
 
-def _writer(fmt: str, quantization: str):
+def _writer(fmt: ExportFormat, quantization: Quantization):
     """`write(ckpt, directory, name)` for `fmt`, or a UserError naming the missing optional package."""
     try:
         if fmt == "ctranslate2":

@@ -4,14 +4,12 @@ from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import PrepareConfig
-from transformer.config_checks import check_config
 from transformer.data import prepare
 
 
 @hydra_app("prepare", PrepareConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
-        check_config(cfg)
         prepared = prepare(cfg.data)
         print(prepared.dir)
 

@@ -7,7 +7,6 @@ from omegaconf import DictConfig
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH, hydra_app, user_errors
 from transformer.config import ResultsConfig
-from transformer.config_checks import check_config
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
 from transformer.results import Report, decoding, test_sets
@@ -17,7 +16,6 @@ from transformer.runtime import pick_device
 @hydra_app("results", ResultsConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
-        check_config(cfg)
         if not cfg.checkpoints or not cfg.decodings or cfg.samples < 0:
             raise UserError("give checkpoints=[RUN_DIR|FILE,...] and decodings=[PRESET,...] (one at least), samples>=0")
         if Path(cfg.output).is_dir():

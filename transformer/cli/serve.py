@@ -10,7 +10,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import ServeConfig
-from transformer.config_checks import check_config
 from transformer.ensemble import load_models
 from transformer.errors import UserError
 from transformer.runtime import pick_device
@@ -21,7 +20,6 @@ log = logging.getLogger(__name__)
 @hydra_app("serve", ServeConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
-        check_config(cfg)
         try:
             import uvicorn
 

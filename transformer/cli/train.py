@@ -8,7 +8,6 @@ from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TrainConfig
-from transformer.config_checks import check_config
 from transformer.corpus import evaluation_splits
 from transformer.locks import lock_run_dir
 from transformer.training import Trainer
@@ -31,7 +30,6 @@ def before_training(cfg: DictConfig, overrides: list[str]) -> None:
 @hydra_app("train", TrainConfig, before=before_training)
 def main(cfg: DictConfig) -> None:
     with user_errors():
-        check_config(cfg)
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         lock_run_dir(run_dir)
         Trainer(cfg, run_dir).fit()

@@ -19,7 +19,6 @@ from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TranslateConfig
-from transformer.config_checks import check_config
 from transformer.corpus import decode_line, raw_lines
 from transformer.engines import load_engine
 from transformer.ensemble import checkpoint_paths
@@ -112,7 +111,6 @@ def translate_lines(cfg: DictConfig, translator: Translator, lines: list[str]) -
 @hydra_app("translate", TranslateConfig)
 def main(cfg: DictConfig) -> None:
     with user_errors():
-        check_config(cfg)
         if cfg.plot_attention and Path(cfg.plot_attention).is_file():
             raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
         if cfg.plot_attention and len(checkpoint_paths(cfg.checkpoint)) > 1:

@@ -1,8 +1,9 @@
-"""The request bodies: strict types, no unknown keys, bounded decoding settings."""
+"""The request bodies: strict types, no unknown keys, bounded decoding settings (the bounds of `DecodingConfig`,
+plus the service's own upper limits)."""
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from transformer.config import TAG_PATTERN
+from transformer.config import TAG_PATTERN, DecodingConfig, bounds
 
 
 class DecodingOptions(BaseModel):
@@ -10,13 +11,21 @@ class DecodingOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    beam_size: int | None = Field(None, ge=1, le=16, description="beam search with this beam")
-    n_best: int | None = Field(None, ge=1, le=16, description="hypotheses per sentence (beam search)")
+    beam_size: int | None = Field(
+        None, **bounds(DecodingConfig, "beam_size"), le=16, description="beam search with this beam"
+    )
+    n_best: int | None = Field(
+        None, **bounds(DecodingConfig, "n_best"), le=16, description="hypotheses per sentence (beam search)"
+    )
     length_penalty: float | None = Field(None, ge=0.0, le=5.0, description="alpha of the length penalty")
     sampling: bool | None = Field(None, description="sample instead of searching")
-    temperature: float | None = Field(None, gt=0.0, le=10.0, description="sampling temperature")
-    top_k: int | None = Field(None, ge=0, le=1000, description="sampling: keep the k likeliest tokens; 0 = all")
-    top_p: float | None = Field(None, gt=0.0, le=1.0, description="sampling: nucleus mass")
+    temperature: float | None = Field(
+        None, **bounds(DecodingConfig, "temperature"), le=10.0, description="sampling temperature"
+    )
+    top_k: int | None = Field(
+        None, **bounds(DecodingConfig, "top_k"), le=1000, description="sampling: keep the k likeliest tokens; 0 = all"
+    )
+    top_p: float | None = Field(None, **bounds(DecodingConfig, "top_p"), description="sampling: nucleus mass")
     seed: int | None = Field(None, ge=0, lt=2**63, description="sampling seed; random when left out")
     tag: str | None = Field(
         None, pattern=f"^({TAG_PATTERN})?$", description='translate "as" the training corpus with this tag; "" = none'

@@ -46,8 +46,19 @@ def resume_file(run_dir: Path, resume: str) -> Path:
 class CheckpointKeeper:
     """Writes one run's checkpoints into `directory` and restores a resumable one."""
 
-    def __init__(self, directory: Path, model: nn.Module, tokenizer: Tokenizer, cfg: DictConfig):
+    def __init__(
+        self,
+        directory: Path,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        cfg: DictConfig,
+        *,
+        keep_last: int,
+        keep_best: int,
+    ):
+        """`cfg` is the run's whole config, saved in every checkpoint; `keep_last`/`keep_best` prune the step ones."""
         self.directory, self.model, self.tokenizer, self.cfg = directory, model, tokenizer, cfg
+        self.keep_last, self.keep_best = keep_last, keep_best
 
     def save(self, path: Path, progress: TrainingProgress, bleu: float | None, state: dict | None = None) -> None:
         """The weights, tokenizer and config (and `state`, making it resumable) with step/epoch/BLEU/minutes."""
@@ -66,9 +77,8 @@ class CheckpointKeeper:
     def save_validated(self, progress: TrainingProgress, bleu: float, is_best: bool) -> None:
         """A step checkpoint after a validation; prunes the older ones (`progress.history`) and writes `best`."""
         self.save(step_path(self.directory, progress.step), progress, bleu)
-        trainer = self.cfg.trainer
         history = [*progress.history, [progress.step, bleu]]
-        progress.history = prune_steps(self.directory, history, trainer.keep_last, trainer.keep_best)
+        progress.history = prune_steps(self.directory, history, self.keep_last, self.keep_best)
         if is_best:
             self.save(self.directory / "best.safetensors", progress, bleu)
 

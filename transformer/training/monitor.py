@@ -3,9 +3,10 @@
 import logging
 import time
 
-from omegaconf import DictConfig
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
+
+from transformer.config import TrainerConfig
 
 log = logging.getLogger(__name__)
 
@@ -14,15 +15,15 @@ class TrainMonitor:
     """The step bar, and every `log_every` steps loss, lr, tokens/s and minutes (TensorBoard; a log line too
     without a bar). Used on rank 0; token counts are of all processes."""
 
-    def __init__(self, writer: SummaryWriter | None, limits: DictConfig, step: int, enabled: bool):
-        self.writer, self.log_every = writer, limits.log_every
+    def __init__(self, writer: SummaryWriter | None, trainer: TrainerConfig, step: int, enabled: bool):
+        self.writer, self.log_every = writer, trainer.log_every
         self.bar = tqdm(
-            total=limits.max_steps,
+            total=trainer.max_steps,
             initial=step,
             desc="training",
             unit="step",
             dynamic_ncols=True,
-            disable=not (limits.progress and enabled),
+            disable=not (trainer.progress and enabled),
         )
         self.tokens, self.tick = 0.0, time.time()  # target tokens since the last log, and when that was
 

@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from transformer.checkpoint import read_header, resolve_checkpoint
 from transformer.corpus import training_corpora
 from transformer.errors import UserError
-from transformer.model import model_config
+from transformer.factory import model_config
 from transformer.training.keeper import resume_file
 
 log = logging.getLogger(__name__)

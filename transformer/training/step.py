@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from transformer.batching import Batch
-from transformer.config import OptimConfig
+from transformer.config import OptimConfig, TrainerConfig
 from transformer.errors import UserError
 from transformer.loss import loss_sum
 from transformer.optim import lr_multiplier, set_lr
@@ -37,15 +37,17 @@ class TrainStep:
         model: nn.Module,
         train_model: nn.Module,
         optimizer: torch.optim.Optimizer,
-        cfg: OptimConfig,
-        precision: str,
-        max_nonfinite: int,
+        *,
+        optim: OptimConfig,
+        trainer: TrainerConfig,
         world: int,
     ):
-        self.model, self.train_model, self.optimizer, self.cfg = model, train_model, optimizer, cfg
-        self.precision, self.max_nonfinite, self.world = precision, max_nonfinite, world
+        """`optim` gives the loss's label smoothing, the clip and the schedule; `trainer` the precision and
+        `max_nonfinite`; `world` is the number of processes."""
+        self.model, self.train_model, self.optimizer, self.cfg = model, train_model, optimizer, optim
+        self.precision, self.max_nonfinite, self.world = trainer.precision, trainer.max_nonfinite, world
         self.device = next(model.parameters()).device
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.nonfinite = 0  # consecutive skipped steps
 
     def __call__(self, batches: list[Batch], total_tokens: float, step: int, budget_used: float) -> StepResult:

@@ -20,7 +20,7 @@ from transformer import distributed
 from transformer.batching import Batch, TrainBatches, padding_fraction
 from transformer.checkpoint import read_header
 from transformer.data import prepare
-from transformer.model import build_model
+from transformer.factory import build_model
 from transformer.optim import make_optimizer
 from transformer.runtime import pick_device, seed_everything
 from transformer.training.keeper import CheckpointKeeper
@@ -98,17 +98,18 @@ class Trainer:
         train_model = DistributedDataParallel(self.model) if self.world > 1 else self.model
         train_model = torch.compile(train_model) if tcfg.compile else train_model
         self.stepper = TrainStep(
-            self.model, train_model, self.optimizer, cfg.optim, tcfg.precision, tcfg.max_nonfinite, self.world
+            self.model, train_model, self.optimizer, optim=cfg.optim, trainer=tcfg, world=self.world
         )
-        self.keeper = CheckpointKeeper(run_dir / "checkpoints", self.model, self.tokenizer, cfg)
+        self.keeper = CheckpointKeeper(
+            run_dir / "checkpoints", self.model, self.tokenizer, cfg, keep_last=tcfg.keep_last, keep_best=tcfg.keep_best
+        )
         self.progress, self.stop_requested, self.last_validated = TrainingProgress(), False, 0
         if start.resume is not None:
             self.keeper.restore(start.resume, self.progress, self.optimizer, self.stepper.scaler)
         elif start.init is not None:
             self.keeper.initialise(start.init)
-        self.validator = (
-            Validator(self.model, self.tokenizer, data.split(cfg.data.val_split), cfg) if self.main else None
-        )
+        val = data.split(cfg.data.val_split)
+        self.validator = Validator(self.model, self.tokenizer, val, tcfg, cfg.decoding) if self.main else None
         # on resume, hide what an earlier session logged after its checkpoint (later steps) from TensorBoard
         purge = self.progress.step + 1 if self.progress.step else None
         self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge) if self.main else None

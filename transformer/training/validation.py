@@ -7,12 +7,12 @@ import datasets
 import numpy as np
 import sacrebleu
 import torch
-from omegaconf import DictConfig
 from torch.utils.tensorboard import SummaryWriter
 
 from transformer.batching import collate, token_batches
+from transformer.config import DecodingConfig, TrainerConfig
+from transformer.interface import Seq2SeqModel
 from transformer.loss import loss_sum
-from transformer.model import Transformer
 from transformer.plotting import attention_figure
 from transformer.runtime import autocast
 from transformer.tokenizer import Tokenizer
@@ -38,16 +38,24 @@ class Validator:
     Runs on one process and uses no collectives, so the other processes never wait inside one for it.
     """
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, val: datasets.Dataset, cfg: DictConfig):
+    def __init__(
+        self,
+        model: Seq2SeqModel,
+        tokenizer: Tokenizer,
+        val: datasets.Dataset,
+        trainer: TrainerConfig,
+        decoding: DecodingConfig,
+    ):
+        """`trainer` gives the batch size, precision, sentences, images and progress bar; `decoding` the search."""
         self.model, self.tokenizer = model, tokenizer
-        self.batch_tokens, self.precision = cfg.trainer.batch_tokens, cfg.trainer.precision
-        self.attention_images, self.progress = cfg.trainer.attention_images, cfg.trainer.progress
-        n = cfg.trainer.val_max_sentences or len(val)
+        self.batch_tokens, self.precision = trainer.batch_tokens, trainer.precision
+        self.attention_images, self.progress = trainer.attention_images, trainer.progress
+        n = trainer.val_max_sentences or len(val)
         self.src, self.ref = list(val["src"])[:n], list(val["tgt"])[:n]
-        prefix = tokenizer.tag_prefix(cfg.decoding.tag)  # validating "as" a tagged corpus: its tag starts each source
+        prefix = tokenizer.tag_prefix(decoding.tag)  # validating "as" a tagged corpus: its tag starts each source
         self.src_ids = [prefix + ids for ids in list(val["src_ids"])[:n]]
         self.tgt_ids = list(val["tgt_ids"])[:n]
-        self.decoding = cfg.decoding
+        self.decoding = decoding
 
     @torch.no_grad()
     def loss(self) -> float:

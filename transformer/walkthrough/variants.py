@@ -11,18 +11,19 @@ import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
-from transformer.attention import Knobs, attention_weights
+from transformer.attention import attention_weights
 from transformer.attention.additive import AdditiveAttention
 from transformer.attention.band import band_pattern
 from transformer.attention.linformer import LinformerAttention
 from transformer.attention.local import LocalAttention
 from transformer.attention.lsh import LSHAttention
 from transformer.attention.strided import StridedAttention
+from transformer.config import AttentionConfig
 from transformer.plotting import save_figure
 from transformer.walkthrough.formats import rows
 
 LENGTH = 32  # tokens of the pattern example
-KNOBS = Knobs(window=4, stride=8, bucket_size=8, n_hashes=2, rank=8, max_length=LENGTH)
+KNOBS = AttentionConfig(window=4, stride=8, bucket_size=8, n_hashes=2, rank=8)
 
 
 @torch.inference_mode()
@@ -75,15 +76,15 @@ def patterns(length: int = LENGTH) -> dict:
     x = torch.randn(1, length, 16)
     out = {"length": length, "knobs": {k: getattr(KNOBS, k) for k in ("window", "stride", "bucket_size", "rank")}}
     band = band_pattern(length, length, KNOBS.window, False, cpu)
-    strided = StridedAttention(16, 1, knobs=KNOBS).eval()
-    lsh = LSHAttention(16, 1, knobs=KNOBS).eval()
+    strided = StridedAttention(16, 1, config=KNOBS, max_length=LENGTH).eval()
+    lsh = LSHAttention(16, 1, config=KNOBS, max_length=LENGTH).eval()
     q, k, _ = lsh.project_qkv(x)
     hashed = lsh.weights(q, k)[0, 0] > 0  # LSH's mask is implicit: the pairs its dense map gives weight
     buckets = lsh.buckets(k, lsh.n_buckets(length))[0, 0]  # (rounds, T)
     masks = {"band": band, "strided": strided.pattern(length, length, False, cpu), "hashed": hashed}
-    for name, module in (("band", LocalAttention(16, 1, knobs=KNOBS).eval()), ("strided", strided)):
+    for name, module in (("band", LocalAttention(16, 1, config=KNOBS, max_length=LENGTH).eval()), ("strided", strided)):
         out[f"{name}_fast_vs_masked"] = _fast_vs_masked(module, x, masks[name])
-    lin = LinformerAttention(16, 1, knobs=KNOBS).eval()
+    lin = LinformerAttention(16, 1, config=KNOBS, max_length=LENGTH).eval()
     lq, lk, _ = lin.project_qkv(x)
     out["masks"] = {name: ["".join(str(b) for b in r) for r in m.int().tolist()] for name, m in masks.items()}  # rows
     out["pairs"] = {name: int(m.sum()) for name, m in masks.items()} | {"low_rank": length * KNOBS.rank}
