@@ -20,8 +20,8 @@ from transformer.checkpoint import load_checkpoint, save_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.data import prepare
 from transformer.ensemble import Ensemble
+from transformer.factory import build_model
 from transformer.fast_inference import inference_copy
-from transformer.model import build_model
 
 BIN = Path(sys.executable).parent
 
