@@ -17,7 +17,7 @@ Family = Literal["transformer", "rnn"]
 Cell = Literal["gru", "lstm"]
 Scoring = Literal["additive", "dot"]
 Schedule = Literal["inverse_sqrt", "linear"]
-Precision = Literal["fp32", "bf16", "fp16"]
+Precision = Literal["fp32", "bf16", "fp16", "auto"]
 Strategy = Literal["greedy", "beam", "sample"]
 LengthPenalty = Literal["power", "gnmt", "none"]
 Engine = Literal["pytorch", "ctranslate2"]
@@ -234,7 +234,8 @@ class TrainerConfig:
     # A run dir (its best checkpoint) or checkpoint to fine-tune: its weights and SentencePiece model(s), with a fresh
     # optimizer, schedule, step count and best BLEU. The run folder's first launch only; later launches resume it.
     init_from: str = ""
-    precision: str = choice(Precision, "fp32")  # bf16: autocast; fp16: autocast + gradient scaler
+    precision: str = choice(Precision, "fp32")  # bf16: autocast; fp16: autocast + gradient scaler;
+    # auto: bf16 where the device computes it natively (a CUDA GPU with bf16; a CPU with AVX-512 or AMX), else fp32
     compile: bool = False  # torch.compile the model for training
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default

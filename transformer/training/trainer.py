@@ -22,7 +22,7 @@ from transformer.checkpoint import read_header
 from transformer.data import prepare
 from transformer.factory import build_model
 from transformer.optim import make_optimizer
-from transformer.runtime import pick_device, seed_everything
+from transformer.runtime import native_bf16, pick_device, resolve_precision, seed_everything
 from transformer.training.keeper import CheckpointKeeper
 from transformer.training.monitor import TrainMonitor
 from transformer.training.progress import TrainingProgress
@@ -114,7 +114,16 @@ class Trainer:
         purge = self.progress.step + 1 if self.progress.step else None
         self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge) if self.main else None
         n_params = sum(p.numel() for p in self.model.parameters()) / 1e6
-        where = f"{self.device} on {self.world} process(es), {tcfg.precision}"
+        precision = resolve_precision(tcfg.precision, self.device)
+        where = f"{self.device} on {self.world} process(es), {precision}" + (
+            " (auto)" if tcfg.precision == "auto" else ""
+        )
+        if precision == "bf16" and not native_bf16(self.device.type):
+            log.warning(
+                "this %s has no native bf16: it runs emulated, several times slower than fp32; use "
+                "trainer.precision=auto (fp32 here)",
+                self.device.type,
+            )
         log.info("model: %.1fM parameters; %d training pairs; %s", n_params, len(self.train_data), where)
 
     def fit(self) -> None:
