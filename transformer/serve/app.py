@@ -46,7 +46,7 @@ def _install_handlers(app: FastAPI, service: Service, metrics: Metrics) -> None:
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, err: RequestError) -> JSONResponse:
-        return JSONResponse({"error": err.message}, status_code=err.status)
+        return JSONResponse({"error": err.message}, status_code=err.status, headers=err.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
@@ -68,7 +68,8 @@ def _install_handlers(app: FastAPI, service: Service, metrics: Metrics) -> None:
 
 
 class LogAndCount:
-    """ASGI middleware: refuses a body declared over `max_body` bytes (413), then counts, times and logs each request.
+    """ASGI middleware: refuses a body over `max_body` bytes with a 413 (one declared larger before reading it, a
+    chunked one as soon as it grows past), then counts, times and logs each request.
 
     Plain ASGI rather than `@app.middleware("http")`, which adds a task and body streams to every request.
     """
@@ -80,7 +81,7 @@ class LogAndCount:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        start, status = time.monotonic(), 500
+        start, status, received = time.monotonic(), 500, 0
 
         async def send_status(message: dict) -> None:
             nonlocal status
@@ -88,13 +89,23 @@ class LogAndCount:
                 status = message["status"]
             await send(message)
 
+        async def receive_bounded() -> dict:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_body:
+                raise StarletteHTTPException(413, f"the body is over {self.max_body} bytes")
+            return message
+
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > self.max_body:
             answer = JSONResponse({"error": f"the body is over {self.max_body} bytes"}, status_code=413)
             await answer(scope, receive, send_status)
         else:
-            await self.app(scope, receive, send_status)
-        seconds = time.monotonic() - start
+            await self.app(scope, receive_bounded, send_status)
+        self._record(scope, status, time.monotonic() - start)
+
+    def _record(self, scope, status: int, seconds: float) -> None:
         if self.paths is None:
             self.paths = {route.path for route in scope["app"].routes}
         path = scope["path"] if scope["path"] in self.paths else "other"
