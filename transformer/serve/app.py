@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from transformer.serve import openapi
 from transformer.serve.schemas import AttentionRequest, TranslateRequest
 from transformer.serve.service import RequestError, Service
 
@@ -141,7 +142,7 @@ def create_app(service: Service, decoding_threads: bool = True) -> FastAPI:
     metrics = Metrics()
     _install_handlers(app, service, metrics)
 
-    @app.post("/translate")
+    @app.post("/translate", responses=openapi.error_answers(400, 413, 422, 503))
     async def translate(body: TranslateRequest, request: Request) -> dict:
         """Translate `text` or `texts` (split into sentences and joined back) with optional decoding settings."""
         answer = await service.translate(body)
@@ -149,7 +150,7 @@ def create_app(service: Service, decoding_threads: bool = True) -> FastAPI:
         _note(request, answer, metrics, sum(map(len, body.all_texts())), sentences)
         return answer
 
-    @app.post("/attention")
+    @app.post("/attention", responses=openapi.error_answers(400, 413, 422, 503))
     async def attention(body: AttentionRequest, request: Request) -> dict:
         """One sentence's translation and its cross-attention weights (target tokens × source tokens)."""
         answer = await service.attention(body)
@@ -164,7 +165,7 @@ def create_app(service: Service, decoding_threads: bool = True) -> FastAPI:
     async def info() -> dict:
         return service.info()
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=Response, responses=openapi.PLAIN_TEXT)
     async def prometheus() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -173,4 +174,5 @@ def create_app(service: Service, decoding_threads: bool = True) -> FastAPI:
         return FileResponse(str(STATIC / "index.html"))
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    openapi.install(app, service.settings, service.tokenizer.tags, service.model.cross_attention_layers)
     return app

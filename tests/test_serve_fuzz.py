@@ -1,0 +1,83 @@
+"""The service against requests generated from its own OpenAPI schema (schemathesis): no 5xx, answers that conform
+to the schema, and a server that still answers and translates afterwards."""
+
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: pip install -e '.[dev,serve]'")
+schemathesis = pytest.importorskip("schemathesis", reason="the fuzz tests need the test extra: pip install -e '.[test]'")
+import httpx  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.serving import offline, running_server, write_checkpoint  # noqa: E402
+from transformer.config import DecodingConfig  # noqa: E402
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+LIMITS = dict(max_chars=40, max_texts=3, max_sentences=8, timeout_s=30.0)  # small, so each request is cheap
+DEFAULTS = DecodingConfig(strategy="greedy", max_len_b=6)
+MODES = {"get": ("positive",), "post": ("positive", "negative")}
+
+
+def fuzz(url: str, examples: int) -> Counter:
+    """`examples` generated requests per route and mode (positive: valid by the schema; negative: not), each
+    answer checked; the outcomes counted as (route, mode, status)."""
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    outcomes: Counter = Counter()
+    with httpx.Client(timeout=60) as client:
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            for mode in MODES[operation.method.lower()]:
+                strategy = operation.as_strategy(generation_mode=schemathesis.GenerationMode(mode))
+
+                @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+                @given(case=strategy)
+                def call(case) -> None:
+                    response = case.call(base_url=url)
+                    outcomes[(operation.label, mode, response.status_code)] += 1
+                    case.validate_response(response, checks=CHECKS)
+
+                call()
+        assert client.get(f"{url}/health").json()["status"] == "ok"
+    return outcomes
+
+
+def served_after(url: str, outcomes: Counter) -> dict[str, int]:
+    """Status counts of `outcomes`; asserts that valid translation requests mostly reached the translator."""
+    statuses = Counter()
+    for (_, _, status), n in outcomes.items():
+        statuses[str(status)] += n
+    translated = sum(n for (label, mode, status), n in outcomes.items() if mode == "positive" and status == 200)
+    valid = sum(n for (label, mode, _), n in outcomes.items() if mode == "positive" and label.startswith("POST"))
+    print(f"\n{sum(statuses.values())} generated requests: {dict(sorted(statuses.items()))}; "
+          f"{translated} of {valid} valid POST requests answered 200")
+    assert not any(status.startswith("5") for status in statuses)
+    assert translated > valid // 2
+    return statuses
+
+
+def test_generated_requests_get_no_5xx_and_answers_that_conform(tmp_path):
+    checkpoint = write_checkpoint(tmp_path / "tiny.safetensors")
+    with running_server(checkpoint, DEFAULTS, max_wait_ms=0.0, **LIMITS) as (url, service):
+        outcomes = fuzz(url, examples=15)
+        served_after(url, outcomes)
+        answer = httpx.post(f"{url}/translate", json={"text": "un chien rouge."}, timeout=60).json()
+        assert answer["translations"][0]["text"] == offline(service, ["un chien rouge."])[0]
