@@ -23,7 +23,9 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 )
 
 from tests.serving import offline, running_server, write_checkpoint  # noqa: E402
+from transformer.checkpoint import load_checkpoint  # noqa: E402
 from transformer.config import DecodingConfig  # noqa: E402
+from transformer.translator import Translator  # noqa: E402
 
 CHECKS = [
     not_a_server_error,
@@ -81,3 +83,39 @@ def test_generated_requests_get_no_5xx_and_answers_that_conform(tmp_path):
         served_after(url, outcomes)
         answer = httpx.post(f"{url}/translate", json={"text": "un chien rouge."}, timeout=60).json()
         assert answer["translations"][0]["text"] == offline(service, ["un chien rouge."])[0]
+
+
+@pytest.mark.slow
+def test_the_console_script_holds_against_two_thousand_generated_requests(tmp_path):
+    checkpoint = write_checkpoint(tmp_path / "tiny.safetensors")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    limits = [f"serve.{key}={value}" for key, value in LIMITS.items()]
+    args = [f"checkpoint={checkpoint}", f"serve.port={port}", "serve.num_threads=1", "serve.max_wait_ms=0", *limits]
+    args += ["decoding=greedy", f"decoding.max_len_b={DEFAULTS.max_len_b}"]
+    script = Path(sys.executable).parent / "transformer-serve"
+    process = subprocess.Popen([str(script), *args], stderr=open(tmp_path / "log", "w"), cwd=tmp_path)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                info = httpx.get(f"{url}/info", timeout=30).json()
+                break
+            except httpx.TransportError:
+                assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "log").read_text()
+                time.sleep(0.2)
+        start = time.monotonic()
+        outcomes = fuzz(url, examples=500)
+        statuses = served_after(url, outcomes)
+        print(f"in {time.monotonic() - start:.0f} s")
+        assert sum(statuses.values()) >= 2000
+        answer = httpx.post(f"{url}/translate", json={"text": "un chien rouge."}, timeout=60).json()
+        ckpt = load_checkpoint(str(checkpoint))
+        cfg = DecodingConfig(**info["decoding"])
+        expected = Translator(ckpt.model, ckpt.tokenizer, cfg).translate(["un chien rouge."])
+        assert answer["translations"][0]["text"] == expected[0]
+    finally:
+        process.terminate()
+        process.wait(timeout=60)

@@ -31,7 +31,10 @@ def _sampler(options: SearchOptions, generator: torch.Generator | None):
     top_k, top_p, temperature = options.top_k, options.top_p, options.temperature
 
     def pick(logp: Tensor) -> Tensor:
-        scores = logp / temperature
+        # From the best token's 0 down, over a temperature no smaller than the dtype's smallest normal: a tiny one
+        # sends the others to -inf, never the best one (no NaN).
+        scale = max(temperature, torch.finfo(logp.dtype).tiny)
+        scores = (logp - logp.max(dim=-1, keepdim=True).values) / scale
         if top_k > 0:
             kth = scores.topk(min(top_k, scores.size(-1)), dim=-1).values[:, -1:]
             scores = scores.masked_fill(scores < kth, NEG_INF)

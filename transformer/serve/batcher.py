@@ -75,6 +75,10 @@ class SharedLock:
                 self._cond.notify_all()
 
 
+class ShuttingDown(RuntimeError):
+    """The batcher is stopping: no new job, and those waiting fail with this."""
+
+
 class QueueFull(Exception):
     """`submit` refused a job: `max_waiting` jobs are waiting already."""
 
@@ -126,14 +130,14 @@ class Batcher:
                 thread.join(timeout=60)
         for job in self._pending:
             if job.future.set_running_or_notify_cancel():
-                job.future.set_exception(RuntimeError("the server is shutting down"))
+                job.future.set_exception(ShuttingDown("the server is shutting down"))
 
     def submit(self, job: Job) -> Future:
         """Queue `job`; its future gives (one result per sentence, BatchInfo). Raises `QueueFull` when
         `max_waiting` jobs wait already."""
         with self._cond:
             if self._stopping:
-                raise RuntimeError("the server is shutting down")
+                raise ShuttingDown("the server is shutting down")
             if len(self._pending) >= self.max_waiting:
                 raise QueueFull(f"{len(self._pending)} requests are waiting already")
             self._pending.append(job)

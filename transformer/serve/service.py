@@ -9,7 +9,7 @@ import time
 from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig, ServeSettings
 from transformer.plotting import attention_matrix, attention_tokens
-from transformer.serve.batcher import Batcher, BatchInfo, Job, QueueFull
+from transformer.serve.batcher import Batcher, BatchInfo, Job, QueueFull, ShuttingDown
 from transformer.serve.decode import Result, decode_batch, decoding_settings
 from transformer.serve.schemas import AttentionRequest, DecodingOptions, TranslateRequest
 from transformer.splitting import join_text, split_text
@@ -77,7 +77,12 @@ class Service:
         self.name = f"{run}/{ckpt.path.name}" if run else ckpt.path.name
         self.meta = ckpt.meta
         self.batcher = Batcher(
-            self._decode, settings.max_batch_tokens, settings.max_wait_ms, settings.batching, settings.workers
+            self._decode,
+            settings.max_batch_tokens,
+            settings.max_wait_ms,
+            settings.batching,
+            settings.workers,
+            settings.max_waiting,
         )
 
     def _decode(self, sentences: list[str], settings: tuple[DecodingConfig, int]) -> list[Result]:
@@ -147,7 +152,7 @@ class Service:
         except TimeoutError:
             message = f"not translated within {self.settings.timeout_s} s; try again later"
             raise RequestError(503, message, RETRY_AFTER) from None
-        except RuntimeError as err:
+        except ShuttingDown as err:  # a failed search is not this: it is the server's fault, a 500
             raise RequestError(503, str(err)) from None
         queue_ms = 1000 * (time.monotonic() - job.arrived) - batch.decode_ms
         return Decoded(results, batch, queue_ms, cfg, seed)
