@@ -95,8 +95,8 @@ def test_requests_past_the_waiting_bound_get_a_503_with_retry_after(checkpoint, 
 
     async def flood(url: str) -> list[httpx.Response]:
         async with httpx.AsyncClient(timeout=60) as client:
-            posts = [client.post(f"{url}/translate", json={"text": f"un chat {i}", "beam_size": 1 + i}) for i in range(8)]
-            return await asyncio.gather(*posts)
+            bodies = [{"text": f"un chat {i}", "beam_size": 1 + i} for i in range(8)]
+            return await asyncio.gather(*(client.post(f"{url}/translate", json=body) for body in bodies))
 
     with running_server(checkpoint, max_waiting=2, max_wait_ms=0.0) as (url, service):
         responses = asyncio.run(flood(url))
@@ -110,8 +110,15 @@ def test_requests_past_the_waiting_bound_get_a_503_with_retry_after(checkpoint, 
 
 @pytest.mark.parametrize(
     "path",
-    ["/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fapp.py", "/static/%2e%2e%2f%2e%2e%2fconfig.py",
-     "/static//etc/passwd", "/static/%2fetc%2fpasswd", "/..%2f..%2fetc/passwd"],
+    [
+        "/static/../app.py",
+        "/static/%2e%2e/app.py",
+        "/static/..%2fapp.py",
+        "/static/%2e%2e%2f%2e%2e%2fconfig.py",
+        "/static//etc/passwd",
+        "/static/%2fetc%2fpasswd",
+        "/..%2f..%2fetc/passwd",
+    ],
 )
 def test_no_route_reads_a_path_a_client_names(server, path):
     url, _ = server

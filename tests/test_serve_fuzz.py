@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: pip install -e '.[dev,serve]'")
-schemathesis = pytest.importorskip("schemathesis", reason="the fuzz tests need the test extra: pip install -e '.[test]'")
+schemathesis = pytest.importorskip("schemathesis", reason="the fuzz tests need the test extra: pip install '.[test]'")
 import httpx  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
@@ -44,22 +44,25 @@ def fuzz(url: str, examples: int) -> Counter:
     answer checked; the outcomes counted as (route, mode, status)."""
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     outcomes: Counter = Counter()
-    with httpx.Client(timeout=60) as client:
-        for result in schema.get_all_operations():
-            operation = result.ok()
-            for mode in MODES[operation.method.lower()]:
-                strategy = operation.as_strategy(generation_mode=schemathesis.GenerationMode(mode))
-
-                @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-                @given(case=strategy)
-                def call(case) -> None:
-                    response = case.call(base_url=url)
-                    outcomes[(operation.label, mode, response.status_code)] += 1
-                    case.validate_response(response, checks=CHECKS)
-
-                call()
-        assert client.get(f"{url}/health").json()["status"] == "ok"
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        for mode in MODES[operation.method.lower()]:
+            fuzz_operation(url, operation, mode, examples, outcomes)
+    assert httpx.get(f"{url}/health").json()["status"] == "ok"
     return outcomes
+
+
+def fuzz_operation(url: str, operation, mode: str, examples: int, outcomes: Counter) -> None:
+    """`examples` requests to one route in one mode, each answer checked and counted in `outcomes`."""
+
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(case=operation.as_strategy(generation_mode=schemathesis.GenerationMode(mode)))
+    def call(case) -> None:
+        response = case.call(base_url=url)
+        outcomes[(operation.label, mode, response.status_code)] += 1
+        case.validate_response(response, checks=CHECKS)
+
+    call()
 
 
 def served_after(url: str, outcomes: Counter) -> dict[str, int]:
@@ -69,8 +72,10 @@ def served_after(url: str, outcomes: Counter) -> dict[str, int]:
         statuses[str(status)] += n
     translated = sum(n for (label, mode, status), n in outcomes.items() if mode == "positive" and status == 200)
     valid = sum(n for (label, mode, _), n in outcomes.items() if mode == "positive" and label.startswith("POST"))
-    print(f"\n{sum(statuses.values())} generated requests: {dict(sorted(statuses.items()))}; "
-          f"{translated} of {valid} valid POST requests answered 200")
+    print(
+        f"\n{sum(statuses.values())} generated requests: {dict(sorted(statuses.items()))}; "
+        f"{translated} of {valid} valid POST requests answered 200"
+    )
     assert not any(status.startswith("5") for status in statuses)
     assert translated > valid // 2
     return statuses
