@@ -140,3 +140,13 @@ def test_a_vanishing_temperature_samples_the_greedy_choice(server):
     assert answer.status_code == 200
     greedy = offline(service, ["un chien rouge"], strategy="greedy")[0]
     assert answer.json()["translations"][0]["text"] == greedy
+
+
+def test_a_vanishing_nucleus_samples_the_greedy_choice(server):
+    """Found by schemathesis: top_p=5e-324 (0 in float32) dropped every token, the best one too."""
+    url, service = server
+    body = {"text": "un chien rouge", "sampling": True, "top_p": 5e-324, "seed": 0}
+    answer = httpx.post(f"{url}/translate", json=body, timeout=60)
+    assert answer.status_code == 200
+    greedy = offline(service, ["un chien rouge"], strategy="greedy")[0]
+    assert answer.json()["translations"][0]["text"] == greedy

@@ -42,6 +42,7 @@ def _sampler(options: SearchOptions, generator: torch.Generator | None):
             sorted_scores, order = scores.sort(dim=-1, descending=True)
             cumulative = sorted_scores.softmax(-1).cumsum(-1)
             drop = cumulative - sorted_scores.softmax(-1) >= top_p  # keep the smallest set reaching top_p
+            drop[:, 0] = False  # the best token stays, however small top_p (found by schemathesis: top_p=5e-324)
             scores = scores.scatter(1, order, sorted_scores.masked_fill(drop, NEG_INF))
         return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
 
