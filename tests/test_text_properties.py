@@ -141,7 +141,7 @@ def server(checkpoint):
     pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: pip install -e '.[dev,serve]'")
     from tests.serving import running_server
 
-    with running_server(checkpoint, DEFAULTS, max_wait_ms=0.0, max_chars=20_000, max_sentences=64) as (url, _):
+    with running_server(checkpoint, DEFAULTS, max_wait_ms=0.0, max_chars=50_000, max_sentences=64) as (url, _):
         yield url
 
 
