@@ -23,11 +23,12 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
-# The optional extras the tests need (serve; export) and the test tools (httpx, Playwright): a stamp of its own.
+# The optional extras the tests need (serve; export) and the test tools (httpx, Playwright; schemathesis,
+# hypothesis): a stamp of its own.
 test-setup: $(VENV)/.installed-test
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e ".[dev,serve,export]"
+	$(BIN)/pip install --quiet -e ".[dev,serve,export,test]"
 	touch $@
 
 # Debian's Chromium for the page's browser test (never a browser download); skipped with a note where apt cannot.

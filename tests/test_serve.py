@@ -151,6 +151,7 @@ def test_a_slow_request_gets_a_503_and_the_server_keeps_serving(checkpoint, monk
         start = time.monotonic()
         slow = httpx.post(f"{url}/translate", json={"text": "un chien lent"}, timeout=30)
         assert slow.status_code == 503 and "not translated within 1.0 s" in slow.json()["error"]
+        assert slow.headers["retry-after"] == "1"
         assert time.monotonic() - start < 2.5
         good = httpx.post(f"{url}/translate", json={"text": "un chat"}, timeout=30)
         assert good.status_code == 200 and good.json()["translations"][0]["text"] == offline(service, ["un chat"])[0]

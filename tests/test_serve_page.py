@@ -54,3 +54,31 @@ def test_the_page_translates_and_draws_the_attention(tmp_path):
             assert (tmp_path / "page.png").stat().st_size > 1000
         finally:
             browser.close()
+
+
+HOSTILE = [  # markup, right-to-left text, a ZWJ emoji family and a combining accent
+    "<script>window.pwned=1</script>",
+    "<img src=x onerror=window.pwned=2>",
+    "שלום עולם",
+    "👩\u200d👩\u200d👧 é\u0301",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"no browser installed ({CHROMIUM})")
+def test_the_page_shows_markup_and_rtl_text_as_text_and_runs_none_of_it(tmp_path):
+    checkpoint = write_checkpoint(tmp_path / "tiny.safetensors")
+    with running_server(checkpoint) as (url, _), sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page()
+            page.goto(url, timeout=30_000)
+            page.fill("#source", "\n".join(HOSTILE))
+            page.click("#translate")
+            page.wait_for_function(f"{DRAWN} === '1'", timeout=60_000)
+            shown = page.text_content("#sentences")
+            assert all(text in shown for text in HOSTILE), shown
+            assert page.evaluate("window.pwned") is None
+            assert page.locator("#sentences script, #sentences img, #output script, #output img").count() == 0
+        finally:
+            browser.close()

@@ -315,6 +315,8 @@ class ServeSettings:
     max_wait_ms: float = 50.0
     max_chars: int = 5000  # per text
     max_texts: int = 64  # per request
+    max_sentences: int = 256  # per request, after splitting the texts
+    max_waiting: int = 128  # requests waiting in the batcher; more get a 503 with Retry-After
     timeout_s: float = 30.0  # a request not answered by then gets a 503
     workers: int = 1  # decoding loops: the main thread, plus workers - 1 threads
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default

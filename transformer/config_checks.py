@@ -177,7 +177,7 @@ def _check_trainer(problems: list[str], t) -> None:
 
 
 def _check_serve(problems: list[str], s) -> None:
-    for key in ("max_batch_tokens", "max_chars", "max_texts", "workers"):
+    for key in ("max_batch_tokens", "max_chars", "max_texts", "max_sentences", "max_waiting", "workers"):
         _at_least(problems, f"serve.{key}", s[key], 1)
     _in_range(problems, "serve.port", s.port, 0, 65536)
     _positive(problems, "serve.timeout_s", s.timeout_s)

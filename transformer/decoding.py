@@ -32,7 +32,10 @@ def _sampler(options: SearchOptions, generator: torch.Generator | None):
     top_k, top_p, temperature = options.top_k, options.top_p, options.temperature
 
     def pick(logp: Tensor) -> Tensor:
-        scores = logp / temperature
+        # From the best token's 0 down, over a temperature no smaller than the dtype's smallest normal: a tiny one
+        # sends the others to -inf, never the best one (no NaN).
+        scale = max(temperature, torch.finfo(logp.dtype).tiny)
+        scores = (logp - logp.max(dim=-1, keepdim=True).values) / scale
         if top_k > 0:
             kth = scores.topk(min(top_k, scores.size(-1)), dim=-1).values[:, -1:]
             scores = scores.masked_fill(scores < kth, NEG_INF)
@@ -40,6 +43,7 @@ def _sampler(options: SearchOptions, generator: torch.Generator | None):
             sorted_scores, order = scores.sort(dim=-1, descending=True)
             cumulative = sorted_scores.softmax(-1).cumsum(-1)
             drop = cumulative - sorted_scores.softmax(-1) >= top_p  # keep the smallest set reaching top_p
+            drop[:, 0] = False  # the best token stays, however small top_p (found by schemathesis: top_p=5e-324)
             scores = scores.scatter(1, order, sorted_scores.masked_fill(drop, NEG_INF))
         return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
 

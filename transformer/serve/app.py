@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from transformer.serve import openapi
 from transformer.serve.schemas import AttentionRequest, TranslateRequest
 from transformer.serve.service import RequestError, Service
 
@@ -46,7 +47,7 @@ def _install_handlers(app: FastAPI, service: Service, metrics: Metrics) -> None:
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, err: RequestError) -> JSONResponse:
-        return JSONResponse({"error": err.message}, status_code=err.status)
+        return JSONResponse({"error": err.message}, status_code=err.status, headers=err.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
@@ -68,7 +69,8 @@ def _install_handlers(app: FastAPI, service: Service, metrics: Metrics) -> None:
 
 
 class LogAndCount:
-    """ASGI middleware: refuses a body declared over `max_body` bytes (413), then counts, times and logs each request.
+    """ASGI middleware: refuses a body over `max_body` bytes with a 413 (one declared larger before reading it, a
+    chunked one as soon as it grows past), then counts, times and logs each request.
 
     Plain ASGI rather than `@app.middleware("http")`, which adds a task and body streams to every request.
     """
@@ -80,7 +82,7 @@ class LogAndCount:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        start, status = time.monotonic(), 500
+        start, status, received = time.monotonic(), 500, 0
 
         async def send_status(message: dict) -> None:
             nonlocal status
@@ -88,13 +90,23 @@ class LogAndCount:
                 status = message["status"]
             await send(message)
 
+        async def receive_bounded() -> dict:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_body:
+                raise StarletteHTTPException(413, f"the body is over {self.max_body} bytes")
+            return message
+
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > self.max_body:
             answer = JSONResponse({"error": f"the body is over {self.max_body} bytes"}, status_code=413)
             await answer(scope, receive, send_status)
         else:
-            await self.app(scope, receive, send_status)
-        seconds = time.monotonic() - start
+            await self.app(scope, receive_bounded, send_status)
+        self._record(scope, status, time.monotonic() - start)
+
+    def _record(self, scope, status: int, seconds: float) -> None:
         if self.paths is None:
             self.paths = {route.path for route in scope["app"].routes}
         path = scope["path"] if scope["path"] in self.paths else "other"
@@ -130,7 +142,7 @@ def create_app(service: Service, decoding_threads: bool = True) -> FastAPI:
     metrics = Metrics()
     _install_handlers(app, service, metrics)
 
-    @app.post("/translate")
+    @app.post("/translate", responses=openapi.error_answers(400, 413, 422, 503))
     async def translate(body: TranslateRequest, request: Request) -> dict:
         """Translate `text` or `texts` (split into sentences and joined back) with optional decoding settings."""
         answer = await service.translate(body)
@@ -138,7 +150,7 @@ def create_app(service: Service, decoding_threads: bool = True) -> FastAPI:
         _note(request, answer, metrics, sum(map(len, body.all_texts())), sentences)
         return answer
 
-    @app.post("/attention")
+    @app.post("/attention", responses=openapi.error_answers(400, 413, 422, 503))
     async def attention(body: AttentionRequest, request: Request) -> dict:
         """One sentence's translation and its cross-attention weights (target tokens × source tokens)."""
         answer = await service.attention(body)
@@ -153,7 +165,7 @@ def create_app(service: Service, decoding_threads: bool = True) -> FastAPI:
     async def info() -> dict:
         return service.info()
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=Response, responses=openapi.PLAIN_TEXT)
     async def prometheus() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -162,4 +174,5 @@ def create_app(service: Service, decoding_threads: bool = True) -> FastAPI:
         return FileResponse(str(STATIC / "index.html"))
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    openapi.install(app, service.settings, service.tokenizer.tags, service.model.cross_attention_layers)
     return app

@@ -75,6 +75,14 @@ class SharedLock:
                 self._cond.notify_all()
 
 
+class ShuttingDown(RuntimeError):
+    """The batcher is stopping: no new job, and those waiting fail with this."""
+
+
+class QueueFull(Exception):
+    """`submit` refused a job: `max_waiting` jobs are waiting already."""
+
+
 class Batcher:
     """Decoding threads fed by `submit`; `decode(sentences, settings)` returns one result per sentence."""
 
@@ -85,8 +93,10 @@ class Batcher:
         max_wait_ms: float,
         batching: bool = True,
         workers: int = 1,
+        max_waiting: int = 128,
     ):
         self.decode, self.max_batch_tokens, self.batching = decode, max_batch_tokens, batching
+        self.max_waiting = max_waiting
         self.max_wait_s = max_wait_ms / 1000
         self.model_lock = SharedLock()  # searches share the model; `exclusive()` runs a pass alone (/attention's)
         self._pending: list[Job] = []
@@ -120,13 +130,16 @@ class Batcher:
                 thread.join(timeout=60)
         for job in self._pending:
             if job.future.set_running_or_notify_cancel():
-                job.future.set_exception(RuntimeError("the server is shutting down"))
+                job.future.set_exception(ShuttingDown("the server is shutting down"))
 
     def submit(self, job: Job) -> Future:
-        """Queue `job`; its future gives (one result per sentence, BatchInfo)."""
+        """Queue `job`; its future gives (one result per sentence, BatchInfo). Raises `QueueFull` when
+        `max_waiting` jobs wait already."""
         with self._cond:
             if self._stopping:
-                raise RuntimeError("the server is shutting down")
+                raise ShuttingDown("the server is shutting down")
+            if len(self._pending) >= self.max_waiting:
+                raise QueueFull(f"{len(self._pending)} requests are waiting already")
             self._pending.append(job)
             self._cond.notify_all()
         return job.future

@@ -1,9 +1,14 @@
 """The request bodies: strict types, no unknown keys, bounded decoding settings (the bounds of `DecodingConfig`,
 plus the service's own upper limits)."""
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from transformer.config import TAG_PATTERN, DecodingConfig, bounds
+
+
+def whole(value: object) -> object:
+    """3.0 as 3: JSON (and its schema's "integer") does not tell them apart; 3.5 stays a float and is refused."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class DecodingOptions(BaseModel):
@@ -31,13 +36,23 @@ class DecodingOptions(BaseModel):
         None, pattern=f"^({TAG_PATTERN})?$", description='translate "as" the training corpus with this tag; "" = none'
     )
 
+    _whole = field_validator("beam_size", "n_best", "top_k", "seed", mode="before")(whole)
+
     def given(self) -> dict:
         """The settings the request gave, seed excepted."""
         return self.model_dump(include=set(DecodingOptions.model_fields) - {"seed"}, exclude_none=True)
 
 
+ONE_OF_TEXT_OR_TEXTS = [
+    {"required": ["text"], "properties": {"text": {"type": "string"}}},
+    {"required": ["texts"], "properties": {"texts": {"type": "array"}}},
+]
+
+
 class TranslateRequest(DecodingOptions):
     """`text` (one text) or `texts` (several); each is split into sentences unless `split` is false."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": ONE_OF_TEXT_OR_TEXTS})
 
     text: str | None = Field(None, description="a text; each line is a paragraph")
     texts: list[str] | None = Field(None, description="several texts, translated in one request")
@@ -58,3 +73,5 @@ class AttentionRequest(DecodingOptions):
 
     text: str = Field(description="one sentence")
     layer: int | None = Field(None, ge=-64, lt=64, description="decoder layer (0-based, -1 = last); null = mean")
+
+    _whole_layer = field_validator("layer", mode="before")(whole)

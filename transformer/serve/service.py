@@ -2,25 +2,37 @@
 
 import asyncio
 import dataclasses
+import re
 import secrets
 import time
 
 from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig, ServeSettings
 from transformer.plotting import attention_matrix, attention_tokens
-from transformer.serve.batcher import Batcher, BatchInfo, Job
+from transformer.serve.batcher import Batcher, BatchInfo, Job, QueueFull, ShuttingDown
 from transformer.serve.decode import Result, decode_batch, decoding_settings
 from transformer.serve.schemas import AttentionRequest, DecodingOptions, TranslateRequest
 from transformer.splitting import join_text, split_text
 from transformer.translator import Translator
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+RETRY_AFTER = {"Retry-After": "1"}  # seconds, on a 503 (busy or timed out)
+
 
 class RequestError(Exception):
-    """A request the service refuses or cannot answer: an HTTP status and a message."""
+    """A request the service refuses or cannot answer: an HTTP status, a message and headers for the answer."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.headers = status, message, headers
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The index of the first lone surrogate in `text` (not Unicode text, no UTF-8 for it), or None."""
+    match = LONE_SURROGATE.search(text)
+    return match.start() if match else None
 
 
 @dataclasses.dataclass
@@ -65,7 +77,12 @@ class Service:
         self.name = f"{run}/{ckpt.path.name}" if run else ckpt.path.name
         self.meta = ckpt.meta
         self.batcher = Batcher(
-            self._decode, settings.max_batch_tokens, settings.max_wait_ms, settings.batching, settings.workers
+            self._decode,
+            settings.max_batch_tokens,
+            settings.max_wait_ms,
+            settings.batching,
+            settings.workers,
+            settings.max_waiting,
         )
 
     def _decode(self, sentences: list[str], settings: tuple[DecodingConfig, int]) -> list[Result]:
@@ -108,6 +125,8 @@ class Service:
                 raise RequestError(422, f"text {i + 1} is empty")
             if len(text) > limits.max_chars:
                 raise RequestError(413, f"text {i + 1} has {len(text)} characters; at most {limits.max_chars}")
+            if (at := lone_surrogate(text)) is not None:
+                raise RequestError(422, f"text {i + 1} has a lone surrogate at character {at + 1}: not Unicode text")
 
     def _tokens(self, sentences: list[str], tag: str) -> int:
         """Source tokens (tag and EOS included) of `sentences`; refuses one longer than the model allows."""
@@ -128,9 +147,12 @@ class Service:
         try:
             future = asyncio.wrap_future(self.batcher.submit(job))
             results, batch = await asyncio.wait_for(future, self.settings.timeout_s)
+        except QueueFull as err:
+            raise RequestError(503, f"the server is busy ({err}); try again later", RETRY_AFTER) from None
         except TimeoutError:
-            raise RequestError(503, f"not translated within {self.settings.timeout_s} s; try again later") from None
-        except RuntimeError as err:
+            message = f"not translated within {self.settings.timeout_s} s; try again later"
+            raise RequestError(503, message, RETRY_AFTER) from None
+        except ShuttingDown as err:  # a failed search is not this: it is the server's fault, a 500
             raise RequestError(503, str(err)) from None
         queue_ms = 1000 * (time.monotonic() - job.arrived) - batch.decode_ms
         return Decoded(results, batch, queue_ms, cfg, seed)
@@ -153,6 +175,9 @@ class Service:
         self._check(texts)
         layouts = [split_text(t) if request.split else [[line.strip()] for line in t.split("\n")] for t in texts]
         sentences = [s for layout in layouts for line in layout for s in line if s]
+        if len(sentences) > self.settings.max_sentences:
+            limit = self.settings.max_sentences
+            raise RequestError(413, f"{len(sentences)} sentences; at most {limit} per request")
         decoded = await self.decode(sentences, request)
         answers, results = [], iter(decoded.results)
         for layout in layouts:

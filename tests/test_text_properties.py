@@ -1,0 +1,175 @@
+"""Arbitrary text (control characters, NUL, combining marks, RTL, emoji, 10k-character lines, blank lines, bytes
+that are not UTF-8) through the tokenizer, `Translator`, `transformer-translate` and the service: no crash, one
+output line per input line in order, valid UTF-8 out, and a sentence alone translated as inside a batch."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis", reason="the property tests need the test extra: pip install '.[test]'")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tests.serving import write_checkpoint  # noqa: E402
+from transformer.checkpoint import load_checkpoint  # noqa: E402
+from transformer.cli.translate import decode_input, write_output  # noqa: E402
+from transformer.config import DecodingConfig  # noqa: E402
+from transformer.translator import Translator  # noqa: E402
+
+QUICK, SLOW = 15, 150  # examples per property: in the quick loop, under the slow marker
+DEFAULTS = DecodingConfig(strategy="greedy", max_len_b=6)
+SPECIAL = [
+    "\x00",
+    " \t \u3000 ",
+    "\u202eabc\u202c",
+    "\u05e9\u05dc\u05d5\u05dd",
+    "👩\u200d👩\u200d👧",
+    "e\u0301\u0327",
+    "\x1b[31mrouge",
+    "\u2028\x85\x0b\x0c\x1c",
+    "un chien " * 1200,
+]  # the last: a 10,800-character line
+# Any character but the surrogates (no text holds a lone one) and the line feed (it ends a line).
+CHAR = st.characters(blacklist_categories=("Cs",), blacklist_characters="\n")
+LINE = st.one_of(st.text(CHAR, max_size=40), st.sampled_from(SPECIAL))
+LINES = st.lists(LINE, min_size=1, max_size=6)
+NOT_UTF8 = st.sampled_from([b"\xed\xa0\x80 lone surrogate", b"\xff\xfe", b"caf\xe9", b"\xc3"])
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    return write_checkpoint(tmp_path_factory.mktemp("props") / "tiny.safetensors")
+
+
+@pytest.fixture(scope="module")
+def translator(checkpoint) -> Translator:
+    ckpt = load_checkpoint(str(checkpoint))
+    return Translator(ckpt.model, ckpt.tokenizer, DEFAULTS)
+
+
+def one_line_of_utf8(text: str) -> bool:
+    return "\n" not in text and text.encode("utf-8").decode("utf-8") == text
+
+
+def check_tokenizer(translator: Translator, lines: list[str]) -> None:
+    tokenizer = translator.tokenizer
+    ids = tokenizer.encode_src(lines)
+    assert len(ids) == len(lines)
+    assert all(0 <= i < tokenizer.src_vocab_size for row in ids for i in row)
+    assert all(one_line_of_utf8(text) for text in tokenizer.decode_tgt(ids))
+
+
+def check_translator(translator: Translator, lines: list[str]) -> None:
+    together = translator.translate(lines)
+    assert len(together) == len(lines) and all(one_line_of_utf8(t) for t in together)
+    assert together == [translator.translate([line])[0] for line in lines]
+
+
+def examples(n: int) -> settings:
+    return settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+@examples(QUICK)
+@given(lines=LINES)
+def test_tokenizer_and_translator_take_any_text(translator, lines):
+    check_tokenizer(translator, lines)
+    check_translator(translator, lines)
+
+
+@pytest.mark.slow
+@examples(SLOW)
+@given(lines=LINES)
+def test_tokenizer_and_translator_take_any_text_many_examples(translator, lines):
+    check_tokenizer(translator, lines)
+    check_translator(translator, lines)
+
+
+def expected_output(translator: Translator, raw: list[bytes]) -> list[str]:
+    """What `transformer-translate` prints for input lines `raw`: each line alone, '' for one not UTF-8."""
+    out = []
+    for line in raw:
+        try:
+            out.append(translator.translate([line.decode("utf-8")])[0])
+        except UnicodeDecodeError:
+            out.append("")
+    return out
+
+
+RAW_LINES = st.lists(st.one_of(LINE.map(str.encode), NOT_UTF8), min_size=1, max_size=6)
+
+
+@examples(QUICK)
+@given(raw=RAW_LINES)
+def test_the_translate_command_path_keeps_one_line_per_input_line(translator, raw, capsys):
+    bad: list[int] = []
+    lines = decode_input([line + b"\n" for line in raw], "input", bad)
+    capsys.readouterr()
+    write_output(translator, translator.search(lines), 1)
+    printed = capsys.readouterr().out
+    assert printed.split("\n")[:-1] == expected_output(translator, raw)
+    assert bad == [i + 1 for i, line in enumerate(raw) if not valid_utf8(line)]
+
+
+def valid_utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@examples(3)
+@given(raw=RAW_LINES)
+def test_transformer_translate_on_stdin_and_input_file(checkpoint, translator, raw, tmp_path_factory):
+    data = b"".join(line + b"\n" for line in raw)
+    source = tmp_path_factory.mktemp("input") / "in.txt"
+    source.write_bytes(data)
+    script = Path(sys.executable).parent / "transformer-translate"
+    args = [str(script), f"checkpoint={checkpoint}", "decoding=greedy", f"decoding.max_len_b={DEFAULTS.max_len_b}"]
+    wanted = expected_output(translator, raw)
+    for extra, stdin in (([], data), ([f"input={source}"], None)):
+        result = subprocess.run([*args, *extra], input=stdin, capture_output=True, timeout=300)
+        assert result.returncode == (0 if all(map(valid_utf8, raw)) else 2), result.stderr[-2000:]
+        assert result.stdout.decode("utf-8").split("\n")[:-1] == wanted
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint):
+    pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: pip install -e '.[dev,serve]'")
+    from tests.serving import running_server
+
+    with running_server(checkpoint, DEFAULTS, max_wait_ms=0.0, max_chars=50_000, max_sentences=64) as (url, _):
+        yield url
+
+
+def check_service(url: str, texts: list[str], split: bool) -> None:
+    import httpx
+
+    post = lambda texts: httpx.post(f"{url}/translate", json={"texts": texts, "split": split}, timeout=120)  # noqa: E731
+    together = post(texts)
+    assert together.status_code in (200, 422), together.text  # 422: a blank text, or a sentence over 63 tokens
+    if together.status_code != 200:
+        return
+    answers = [t["text"] for t in together.json()["translations"]]
+    assert len(answers) == len(texts)
+    assert [a.count("\n") for a in answers] == [t.count("\n") for t in texts]  # line for line
+    assert answers == [post([text]).json()["translations"][0]["text"] for text in texts]
+
+
+TEXT = st.lists(LINE, min_size=1, max_size=3).map("\n".join)
+
+
+@examples(QUICK)
+@given(texts=st.lists(TEXT, min_size=1, max_size=3), split=st.booleans())
+def test_the_service_takes_any_text(server, texts, split):
+    check_service(server, texts, split)
+
+
+@pytest.mark.slow
+@examples(SLOW)
+@given(texts=st.lists(TEXT, min_size=1, max_size=3), split=st.booleans())
+def test_the_service_takes_any_text_many_examples(server, texts, split):
+    check_service(server, texts, split)
