@@ -19,14 +19,14 @@ from torch.utils.tensorboard import SummaryWriter
 from transformer import distributed
 from transformer.batching import Batch, TrainBatches, padding_fraction
 from transformer.checkpoint import read_header
-from transformer.data import prepare
+from transformer.data import PreparedData, prepare
 from transformer.factory import build_model
 from transformer.optim import make_optimizer
 from transformer.runtime import native_bf16, pick_device, resolve_precision, seed_everything
 from transformer.training.keeper import CheckpointKeeper
 from transformer.training.monitor import TrainMonitor
 from transformer.training.progress import TrainingProgress
-from transformer.training.start import check_init_from, plan_start
+from transformer.training.start import Start, check_init_from, plan_start
 from transformer.training.step import StepResult, TrainStep
 from transformer.training.validation import Validator
 
@@ -64,6 +64,50 @@ def join(tcfg: DictConfig) -> tuple[torch.device, int, int]:
     return device, rank, world
 
 
+def prepared_data(cfg: DictConfig, start: Start, main: bool) -> PreparedData:
+    """The run's prepared corpus: rank 0 prepares it, the others then reuse it. A run that starts from a
+    checkpoint tokenizes with its SentencePiece model(s), so the vocabularies match."""
+    tokenizer = read_header(str(start.checkpoint))[2] if start.checkpoint else None
+    data = prepare(cfg.data, tokenizer) if main else None
+    distributed.barrier()
+    return data or prepare(cfg.data, tokenizer)
+
+
+def training_batches(cfg: DictConfig, data: PreparedData) -> TrainBatches:
+    """The training split as token-count batches over the corpus mixture (with BPE-dropout if set)."""
+    sampling = (data.tokenizer, cfg.data.subword_dropout) if cfg.data.subword_dropout > 0 else None
+    train = data.split(cfg.data.train_split)
+    return TrainBatches.from_dataset(
+        train, cfg.data.max_len, cfg.trainer.batch_tokens, cfg.trainer.seed, sampling, data.mixture(cfg.data)
+    )
+
+
+def log_setup(model: torch.nn.Module, pairs: int, precision: str, device: torch.device, world: int) -> None:
+    """One line on the model, the data and where it runs; a warning where bf16 would only be emulated."""
+    resolved = resolve_precision(precision, device)
+    auto = " (auto)" if precision == "auto" else ""
+    if resolved == "bf16" and not native_bf16(device.type):
+        log.warning(
+            "this %s has no native bf16: it runs emulated, several times slower than fp32; use "
+            "trainer.precision=auto (fp32 here)",
+            device.type,
+        )
+    n_params = sum(p.numel() for p in model.parameters()) / 1e6
+    where = f"{device} on {world} process(es), {resolved}{auto}"
+    log.info("model: %.1fM parameters; %d training pairs; %s", n_params, pairs, where)
+
+
+def announce_epoch(data: TrainBatches, batches: list[np.ndarray], epoch: int, writer: SummaryWriter, step: int) -> None:
+    """The epoch's batches, padding and pairs of each corpus to the log; the pairs to TensorBoard too."""
+    padding = 100 * padding_fraction(data.lengths, batches)
+    sampled = " before BPE-dropout" if data.sampling else ""
+    pairs = data.pairs_per_corpus(batches)
+    shown = ", ".join(f"{name} {n:,}" for name, n in pairs.items())
+    log.info("epoch %d: %d batches; padding %.1f%%%s; pairs %s", epoch, len(batches), padding, sampled, shown)
+    for name, n in pairs.items():
+        writer.add_scalar(f"pairs_per_epoch/{name}", n, step)
+
+
 class Trainer:
     """One process of a training run: builds its parts, then `fit()` trains.
 
@@ -78,21 +122,8 @@ class Trainer:
         start = plan_start(run_dir, tcfg)
         if start.init is not None:
             check_init_from(cfg)
-        # a run that starts from a checkpoint tokenizes with its SentencePiece model(s), so the vocabularies match
-        tokenizer = read_header(str(start.checkpoint))[2] if start.checkpoint else None
-        data = prepare(cfg.data, tokenizer) if self.main else None  # rank 0 prepares; the others then reuse it
-        distributed.barrier()
-        data = data or prepare(cfg.data, tokenizer)
-        self.tokenizer = data.tokenizer
-        sampling = (self.tokenizer, cfg.data.subword_dropout) if cfg.data.subword_dropout > 0 else None
-        self.train_data = TrainBatches.from_dataset(
-            data.split(cfg.data.train_split),
-            cfg.data.max_len,
-            tcfg.batch_tokens,
-            tcfg.seed,
-            sampling,
-            data.mixture(cfg.data),
-        )
+        data = prepared_data(cfg, start, self.main)
+        self.tokenizer, self.train_data = data.tokenizer, training_batches(cfg, data)
         self.model = build_model(cfg.model, self.tokenizer).to(self.device)
         self.optimizer = make_optimizer(self.model, cfg.optim)
         train_model = DistributedDataParallel(self.model) if self.world > 1 else self.model
@@ -113,18 +144,7 @@ class Trainer:
         # on resume, hide what an earlier session logged after its checkpoint (later steps) from TensorBoard
         purge = self.progress.step + 1 if self.progress.step else None
         self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge) if self.main else None
-        n_params = sum(p.numel() for p in self.model.parameters()) / 1e6
-        precision = resolve_precision(tcfg.precision, self.device)
-        where = f"{self.device} on {self.world} process(es), {precision}" + (
-            " (auto)" if tcfg.precision == "auto" else ""
-        )
-        if precision == "bf16" and not native_bf16(self.device.type):
-            log.warning(
-                "this %s has no native bf16: it runs emulated, several times slower than fp32; use "
-                "trainer.precision=auto (fp32 here)",
-                self.device.type,
-            )
-        log.info("model: %.1fM parameters; %d training pairs; %s", n_params, len(self.train_data), where)
+        log_setup(self.model, len(self.train_data), tcfg.precision, self.device, self.world)
 
     def fit(self) -> None:
         """Train until max_steps, max_epochs, max_minutes, early stopping or a signal; validate every `val_every`."""
@@ -152,7 +172,7 @@ class Trainer:
         progress, limits = self.progress, self.cfg.trainer
         batches = self.train_data.epoch(progress.epoch)
         if progress.position == 0 and self.main:
-            self._announce_epoch(batches)
+            announce_epoch(self.train_data, batches, progress.epoch, self.writer, progress.step)
         steps = step_batches(
             self.train_data, batches, progress.epoch, progress.position, self.rank, self.world, limits.accumulate
         )
@@ -165,17 +185,6 @@ class Trainer:
             if progress.step >= limits.max_steps:
                 return True
         return False
-
-    def _announce_epoch(self, batches: list[np.ndarray]) -> None:
-        """The epoch's batches, padding and pairs of each corpus to the log; the pairs to TensorBoard too."""
-        padding = 100 * padding_fraction(self.train_data.lengths, batches)
-        sampled = " before BPE-dropout" if self.train_data.sampling else ""
-        pairs = self.train_data.pairs_per_corpus(batches)
-        shown = ", ".join(f"{name} {n:,}" for name, n in pairs.items())
-        epoch = self.progress.epoch
-        log.info("epoch %d: %d batches; padding %.1f%%%s; pairs %s", epoch, len(batches), padding, sampled, shown)
-        for name, n in pairs.items():
-            self.writer.add_scalar(f"pairs_per_epoch/{name}", n, self.progress.step)
 
     def train_step(self, micro: list[Batch]) -> StepResult | None:
         """The step's collective, then the step over this process' `micro`-batches; None (no step) on a stop."""
