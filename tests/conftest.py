@@ -60,13 +60,23 @@ def corpus(tmp_path: Path) -> dict[str, tuple[Path, Path]]:
     }
 
 
+def files_data(
+    train: tuple[Path, Path], val: tuple[Path, Path], prepared: Path, test: tuple[Path, Path] | None = None
+) -> list[str]:
+    """Overrides for `data=files` on these (src, tgt) files, with a 60-piece vocabulary; `test` as split toy."""
+    (train_src, train_tgt), (val_src, val_tgt) = train, val
+    args = ["data=files", f"data.train.src={train_src}", f"data.train.tgt={train_tgt}"]
+    args += [f"data.val.src={val_src}", f"data.val.tgt={val_tgt}"]
+    if test is not None:
+        args += [f"+data.test.toy.src={test[0]}", f"+data.test.toy.tgt={test[1]}"]
+    return [*args, f"data.prepared_dir={prepared}", "data.tokenizer.vocab_size=60"]
+
+
 def _data_args(tmp: Path, prepared: Path) -> str:
-    return (
-        f"data=files data.train.src={tmp}/train.fr.gz data.train.tgt={tmp}/train.en.gz "
-        f"data.val.src={tmp}/val.fr data.val.tgt={tmp}/val.en "
-        f"+data.test.toy.src={tmp}/test.fr +data.test.toy.tgt={tmp}/test.en "
-        f"data.prepared_dir={prepared} data.tokenizer.vocab_size=60"
-    )
+    def pair(name: str, ext: str = "") -> tuple[Path, Path]:
+        return tmp / f"{name}.fr{ext}", tmp / f"{name}.en{ext}"
+
+    return " ".join(files_data(pair("train", ".gz"), pair("val"), prepared, pair("test")))
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from tests.conftest import files_data
 from transformer.checkpoint import load_checkpoint
 
 BIN = Path(sys.executable).parent
@@ -22,18 +23,7 @@ def run(tool: str, *args: str, cwd: Path, stdin: str | None = None) -> subproces
 
 @pytest.fixture
 def data_args(corpus, tmp_path) -> list[str]:
-    (train_src, train_tgt), (val_src, val_tgt), (test_src, test_tgt) = corpus["train"], corpus["val"], corpus["test"]
-    return [
-        "data=files",
-        f"data.train.src={train_src}",
-        f"data.train.tgt={train_tgt}",
-        f"data.val.src={val_src}",
-        f"data.val.tgt={val_tgt}",
-        f"+data.test.toy_test.src={test_src}",
-        f"+data.test.toy_test.tgt={test_tgt}",
-        f"data.prepared_dir={tmp_path / 'prepared'}",
-        "data.tokenizer.vocab_size=60",
-    ]
+    return files_data(corpus["train"], corpus["val"], tmp_path / "prepared", corpus["test"])
 
 
 RNN = [
@@ -71,7 +61,7 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path, model):
     assert [e.step for e in events.Scalars("val/bleu")] == [3, 6]
     assert "attention/val_0" in events.Tags()["images"]
 
-    evaluate = run("transformer-evaluate", f"checkpoint={run_dir}", "split=toy_test", "decoding=greedy", cwd=tmp_path)
+    evaluate = run("transformer-evaluate", f"checkpoint={run_dir}", "split=toy", "decoding=greedy", cwd=tmp_path)
     assert "BLEU = " in evaluate.stdout and "chrF2 = " in evaluate.stdout and "nrefs:1" in evaluate.stdout
     hyps = run_dir / "checkpoints" / "best.toy_test.greedy.hyp"
     assert len(hyps.read_text().splitlines()) == 20

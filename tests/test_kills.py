@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from tests.conftest import write_corpus
+from tests.conftest import files_data, write_corpus
 from tests.kills import Outcome, kill_chain, warm_starts
 from transformer.checkpoint import load_checkpoint
 from transformer.data import PreparedData
@@ -38,19 +38,8 @@ def data_args(root: Path) -> list[str]:
     """A toy corpus written below `root/inputs`, prepared into `root/prepared`."""
     inputs = root / "inputs"
     inputs.mkdir(parents=True, exist_ok=True)
-    (train_src, train_tgt), (val_src, val_tgt) = (
-        write_corpus(inputs, "train", 300, 1, True),
-        write_corpus(inputs, "val", 20, 2),
-    )
-    return [
-        "data=files",
-        f"data.train.src={train_src}",
-        f"data.train.tgt={train_tgt}",
-        f"data.val.src={val_src}",
-        f"data.val.tgt={val_tgt}",
-        f"data.prepared_dir={root / 'prepared'}",
-        "data.tokenizer.vocab_size=60",
-    ]
+    train, val = write_corpus(inputs, "train", 300, 1, True), write_corpus(inputs, "val", 20, 2)
+    return files_data(train, val, root / "prepared")
 
 
 def split_names(folder: Path) -> tuple[list[Path], list[Path]]:

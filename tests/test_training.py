@@ -14,6 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import transformer.training.trainer as trainer_module
 import transformer.training.validation as validation_module
+from tests.conftest import files_data
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.data import prepare
@@ -25,15 +26,8 @@ BIN = Path(sys.executable).parent
 
 
 def toy_overrides(corpus, tmp_path) -> list[str]:
-    (train_src, train_tgt), (val_src, val_tgt) = corpus["train"], corpus["val"]
     return [
-        "data=files",
-        f"data.train.src={train_src}",
-        f"data.train.tgt={train_tgt}",
-        f"data.val.src={val_src}",
-        f"data.val.tgt={val_tgt}",
-        f"data.prepared_dir={tmp_path / 'prepared'}",
-        "data.tokenizer.vocab_size=60",
+        *files_data(corpus["train"], corpus["val"], tmp_path / "prepared"),
         "model=tiny",
         "trainer.batch_tokens=256",
         "trainer.progress=false",
