@@ -11,7 +11,8 @@ Calls are interleaved round by round and the median time of each is reported.
 On CPU our searches run on an inference copy whose linear maps use pre-packed oneDNN weights
 (transformer/fast_inference.py);
 `--unpacked` adds our runs with oneDNN off, i.e. through `F.linear` as MarianMT does;
-`--products` instead times the decoder's matrix products alone both ways, in GFLOP/s.
+`--products` instead times the decoder's matrix products alone, in GFLOP/s, through F.linear and through the
+kernel of each inference precision (`decoding.precision`: fp32, bf16 where the CPU has bf16 products, int8).
 Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`), on a
 MarianMT of the same size (its own random weights: MarianMT has no pre-norm). CTranslate2 float32
 and int8 are measured on our model's very weights, exported with `transformer.export.ctranslate2`,
@@ -36,8 +37,10 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
+from transformer.config import InferencePrecision, choices
 from transformer.decoding import beam_search, greedy_decode
-from transformer.fast_inference import PackedLinear, inference_copy
+from transformer.fast_inference import inference_copy
+from transformer.fast_inference.kernels import cpu_isa, runs
 from transformer.marian_reference import SIZES, marian, model_config
 from transformer.model import Transformer
 from transformer.tokenizer import BOS_ID, PAD_ID
@@ -200,31 +203,37 @@ def measure(runs: dict[str, Callable], rounds: int, device: torch.device) -> dic
 
 
 def product_gflops(rows: int, k: int, n: int, rounds: int, calls: int = 50) -> dict[str, float]:
-    """GFLOP/s of one (rows × k)·(k × n) product through F.linear and through a packed weight."""
+    """GFLOP/s of one (rows × k)·(k × n) product through F.linear and through an inference copy's kernel in each
+    precision that runs natively here (a precision that would fall back to fp32 is left out)."""
     layer, x = torch.nn.Linear(k, n), torch.randn(rows, k)
-    packed_layer = PackedLinear.of(layer)
+    products = {"F.linear": lambda: F.linear(x, layer.weight, layer.bias)}
+    for precision in choices(InferencePrecision):
+        if runs(precision) == precision:
+            copy = inference_copy(torch.nn.Sequential(layer), precision)
+            products[precision] = functools.partial(copy, x)
 
     def repeated(product: Callable[[], object]) -> Callable[[], object]:
         return lambda: [product() for _ in range(calls)]
 
     with torch.inference_mode():
-        plain, packed = repeated(lambda: F.linear(x, layer.weight, layer.bias)), repeated(lambda: packed_layer(x))
-        seconds = measure({"F.linear": plain, "packed": packed}, rounds, x.device)
+        seconds = measure({name: repeated(product) for name, product in products.items()}, rounds, x.device)
     return {name: 2 * rows * k * n * calls / sec / 1e9 for name, sec in seconds.items()}
 
 
 def products(args: argparse.Namespace) -> None:
-    """The decoder's products (rows: the greedy batch, then beam 5's) through F.linear and packed oneDNN."""
+    """The decoder's products (rows: the greedy batch, then beam 5's) through F.linear and each precision's kernel."""
     cfg = model_config(args.size)
     d, ff = cfg.d_model, cfg.d_ff
     shapes = {"qkv": (d, 3 * d), "attention out": (d, d), "ff in": (d, ff), "ff out": (ff, d), "vocab": (d, args.vocab)}
-    print(f"{args.size}, fp32, {torch.get_num_threads()} threads, GFLOP/s, median of {args.rounds} rounds of 50 calls")
-    print(f"{'rows':>5} {'product':14} {'F.linear':>9} {'packed':>9} {'ratio':>6}")
+    names = ["F.linear", *(p for p in choices(InferencePrecision) if runs(p) == p)]
+    where = f"{cpu_isa()}, {torch.get_num_threads()} threads"
+    print(f"{args.size}, {where}, GFLOP/s, median of {args.rounds} rounds of 50 calls")
+    print(f"{'rows':>5} {'product':14} " + " ".join(f"{name:>9}" for name in names) + "  over fp32")
     for rows in (args.batch, 5 * args.batch):
         for name, (k, n) in shapes.items():
             gflops = product_gflops(rows, k, n, args.rounds)
-            ratio = gflops["packed"] / gflops["F.linear"]
-            print(f"{rows:5} {name:14} {gflops['F.linear']:9.0f} {gflops['packed']:9.0f} {ratio:5.2f}x")
+            ratios = " ".join(f"{p} {gflops[p] / gflops['fp32']:.2f}x" for p in names if p not in ("F.linear", "fp32"))
+            print(f"{rows:5} {name:14} " + " ".join(f"{gflops[p]:9.0f}" for p in names) + f"  {ratios}")
 
 
 def main() -> None:

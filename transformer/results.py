@@ -84,10 +84,11 @@ def samples(sources: list[str], hyps: list[str], refs: list[str], n: int) -> lis
 
 
 def label(cfg: DecodingConfig) -> str:
-    """A decoding as the table names it: greedy, or beam 5, power α=1.0."""
+    """A decoding as the table names it: greedy, or beam 5, power α=1.0; then a precision other than the default."""
+    name = cfg.strategy
     if cfg.strategy == "beam":
-        return f"beam {cfg.beam_size}, {cfg.length_penalty_kind} α={cfg.length_penalty}"
-    return cfg.strategy
+        name = f"beam {cfg.beam_size}, {cfg.length_penalty_kind} α={cfg.length_penalty}"
+    return name if cfg.precision == DecodingConfig.precision else f"{name}, {cfg.precision}"
 
 
 class Report:

@@ -119,7 +119,7 @@ class TextTranslator(ABC):
 class Translator(TextTranslator):
     """A model, its tokenizer and the decoding settings; several threads may translate with it at once.
 
-    The model's `inference_copy` is made here, once, and searched by every call: weights changed
+    The model's `inference_copy` in `cfg.precision` is made here, once, and searched by every call: weights changed
     in place later are not seen (training builds a new translator for each validation). A call's
     sampling generator defaults to a new one seeded with `cfg.seed` on the model's device.
     """
@@ -127,10 +127,10 @@ class Translator(TextTranslator):
     def __init__(self, model: Seq2SeqModel, tokenizer: Tokenizer, cfg: DecodingConfig):
         super().__init__(cfg)
         self.model, self.tokenizer, self.max_positions = model, tokenizer, model.max_positions
-        self.inference_model = inference_copy(model)
+        self.inference_model = inference_copy(model, cfg.precision)
 
     def with_config(self, cfg: DecodingConfig) -> "Translator":
-        """This translator (same model and inference copy) with other decoding settings."""
+        """This translator (same model and inference copy, so the same precision) with other decoding settings."""
         other = copy.copy(self)
         other.cfg, other.options = cfg, SearchOptions.from_config(cfg)
         return other

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 def decoding_label(d: DictConfig) -> str:
     """The decoding in a file name, so two decodings never share one: greedy, beam5, sample-t1-k0-p0.9-seed0,
-    plus every length setting that differs from its default (e.g. beam5-lp0.6-min3), and a tag (-tagbt)."""
+    plus every length setting that differs from its default (e.g. beam5-lp0.6-min3), a tag (-tagbt) and a
+    precision other than the default (-int8)."""
     if d.strategy == "sample":
         label = f"sample-t{d.temperature:g}-k{d.top_k}-p{d.top_p:g}-seed{d.seed}"
     else:
@@ -32,7 +33,7 @@ def decoding_label(d: DictConfig) -> str:
     for key, tag in short.items():
         if d[key] != getattr(default, key):
             label += f"-{tag}{d[key]:g}" if isinstance(d[key], float) else f"-{tag}{d[key]}"
-    return label + (f"-tag{d.tag}" if d.tag else "")
+    return label + (f"-tag{d.tag}" if d.tag else "") + (f"-{d.precision}" if d.precision != default.precision else "")
 
 
 def test_files(cfg: DictConfig, data_cfg: DictConfig) -> ParallelFiles:

@@ -1,0 +1,265 @@
+"""Inference precision (`decoding.precision`): fp32 exact, bf16 and int8 close to it, every parity kept."""
+
+import importlib.util
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+
+from tests.conftest import tiny_model
+from tests.test_config import make
+from transformer.batching import collate
+from transformer.cli.evaluate import decoding_label
+from transformer.config import DecodingConfig
+from transformer.config_checks import check_config
+from transformer.decoding import beam_search, greedy_decode
+from transformer.ensemble import Ensemble
+from transformer.errors import UserError
+from transformer.fast_inference import PackedLinear, inference_copy, kernels
+from transformer.fast_inference.int8 import Int8Linear
+from transformer.loss import loss_sum
+from transformer.results import label
+from transformer.translator import Translator
+
+needs_x86 = pytest.mark.skipif(not kernels.onednn(), reason="inference copies are made on x86-64 with oneDNN only")
+PRECISIONS = ("fp32", "bf16", "int8")
+MIN_SAME_GREEDY = 0.9  # share of greedy outputs of bf16 / int8 identical to fp32's, on the trained tiny model
+MAX_TOKEN_SHIFT = 0.05  # mean |Δ log-probability| of the reference tokens (nats), teacher-forced
+MAX_ROW_ERROR = 0.02  # an int8 product's largest error, relative to |x|_max · |w|_max · K of its row
+
+
+@pytest.fixture(autouse=True)
+def fresh_kernel_choice():
+    """Each test sees the kernel choice (and its one log line) made afresh."""
+    kernels.runs.cache_clear()
+    kernels.not_applied.cache_clear()
+    yield
+    kernels.runs.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A tiny model trained briefly to reverse sequences (right on nearly all of them), and its pairs as a batch."""
+    g = torch.Generator().manual_seed(0)
+    src = [torch.randint(3, 30, (int(n),), generator=g).tolist() for n in torch.randint(3, 9, (96,), generator=g)]
+    batch = collate(src, [s[::-1] for s in src])
+    model = tiny_model(vocab=30)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(60):
+        optimizer.zero_grad()
+        (loss_sum(model, batch, 0.0) / batch.n_tokens).backward()
+        optimizer.step()
+    return model.eval(), batch
+
+
+def greedy(model, src: torch.Tensor, **options) -> torch.Tensor:
+    with torch.inference_mode():
+        return greedy_decode(model, src, bos_id=1, eos_id=2, max_len=12, **options)
+
+
+def teacher_forced_logp(model, batch) -> torch.Tensor:
+    with torch.inference_mode():
+        return model(batch.src, batch.tgt_in).log_softmax(-1)  # (B, T, V)
+
+
+@needs_x86
+def test_the_fp32_copy_is_todays_the_relu_fused_and_the_dropouts_gone(trained):
+    model, batch = trained
+    fast = inference_copy(model, "fp32")
+    ff, x = model.decoder[0].ff, torch.randn(5, 3, model.d_model)
+    with torch.inference_mode():
+        separate = PackedLinear.of(ff.fc2)(F.relu(PackedLinear.of(ff.fc1)(x)))
+        assert torch.equal(fast.decoder[0].ff(x), separate)  # fused ReLU: the same bits
+        torch.testing.assert_close(fast(batch.src, batch.tgt_in), model(batch.src, batch.tgt_in), atol=1e-5, rtol=1e-5)
+    assert not any(isinstance(m, torch.nn.Dropout) for m in fast.modules())
+    assert any(isinstance(m, torch.nn.Dropout) for m in model.modules())  # the model keeps its own
+
+
+@needs_x86
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_bf16_and_int8_stay_close_to_fp32(trained, precision):
+    model, batch = trained
+    fp32, other = inference_copy(model), inference_copy(model, precision)
+    shift = (teacher_forced_logp(other, batch) - teacher_forced_logp(fp32, batch)).abs()
+    on_reference = shift.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)[batch.tgt_out != 0]
+    assert on_reference.mean() <= MAX_TOKEN_SHIFT
+    same = (greedy(other, batch.src) == greedy(fp32, batch.src)).all(1).float().mean()
+    assert same >= MIN_SAME_GREEDY
+
+
+@needs_x86
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("seed", range(3))
+def test_cached_equals_uncached_and_beam_1_equals_greedy(precision, seed):
+    model = inference_copy(tiny_model(seed=seed), precision)
+    src = torch.randint(3, 40, (6, 7), generator=torch.Generator().manual_seed(seed))
+    cached = greedy(model, src)
+    assert torch.equal(greedy(model, src, use_cache=False), cached)
+    with torch.inference_mode():
+        beam = beam_search(model, src, beam_size=1, bos_id=1, eos_id=2, max_len=12)
+    assert beam == [[t for t in row if t not in (0, 2)] for row in cached.tolist()]
+
+
+@needs_x86
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_sentence_decodes_alone_as_in_its_batch(precision):
+    """int8 scales each row by its own magnitude: a sentence's result does not depend on its neighbours."""
+    model = inference_copy(tiny_model(seed=4), precision)
+    src = torch.randint(3, 40, (6, 7), generator=torch.Generator().manual_seed(4))
+    batched = greedy(model, src)
+    for i in range(len(src)):
+        alone = greedy(model, src[i : i + 1])[0]
+        assert torch.equal(alone, batched[i, : alone.numel()]) and not batched[i, alone.numel() :].any()
+
+
+@pytest.mark.parametrize("rows", [1, 3, 17])
+@pytest.mark.parametrize("seed", range(4))
+def test_an_int8_row_is_its_own_and_close_to_fp32(rows, seed):
+    if not kernels.int8_available():
+        pytest.skip("no x86 int8 engine on this CPU")
+    g = torch.Generator().manual_seed(seed)
+    layer = torch.nn.Linear(24, 40)
+    torch.nn.init.normal_(layer.weight, generator=g)
+    x = torch.randn(rows, 24, generator=g) * torch.logspace(-3, 3, rows)[:, None]  # rows of very different sizes
+    int8 = Int8Linear.of(layer)
+    with torch.inference_mode():
+        out = int8(x)
+        for i in range(rows):
+            assert torch.equal(int8(x[i : i + 1])[0], out[i])
+        bound = MAX_ROW_ERROR * x.abs().amax(1, keepdim=True) * layer.weight.abs().max() * x.size(1)
+        assert ((out - F.linear(x, layer.weight, layer.bias)).abs() <= bound).all()
+
+
+def test_weights_are_quantized_once_per_copy(monkeypatch):
+    if not kernels.int8_available():
+        pytest.skip("no x86 int8 engine on this CPU")
+    from transformer.fast_inference import int8
+
+    calls, quantize = [], int8.quantized_weight
+    monkeypatch.setattr(int8, "quantized_weight", lambda w: calls.append(w) or quantize(w))
+    model = inference_copy(tiny_model(), "int8")
+    src = torch.randint(3, 40, (4, 6), generator=torch.Generator().manual_seed(0))
+    greedy(model, src)
+    used = [m for m in model.modules() if isinstance(m, Int8Linear) and m.packed is not None]
+    assert len(calls) == len(used) > 0
+    greedy(model, src), greedy(model, src[:2])
+    assert len(calls) == len(used)
+
+
+@needs_x86
+def test_the_copy_says_once_which_kernel_runs(caplog):
+    caplog.set_level(logging.INFO, logger="transformer.fast_inference")
+    for _ in range(2):
+        inference_copy(tiny_model(), "int8")
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1 and messages[0].startswith("inference: int8 ")
+    if kernels.int8_available():
+        assert messages[0] == f"inference: int8 via {kernels.int8_backend()} ({kernels.cpu_isa()})"
+
+
+@needs_x86
+@pytest.mark.parametrize("precision, probe", [("bf16", "bf16_native"), ("int8", "int8_available")])
+def test_a_precision_the_cpu_lacks_runs_as_fp32_with_one_warning(precision, probe, monkeypatch, caplog):
+    monkeypatch.setattr(kernels, probe, lambda: False)
+    model = tiny_model()
+    src, tgt = torch.randint(3, 40, (3, 6)), torch.randint(3, 40, (3, 5))
+    copies = [inference_copy(model, precision) for _ in range(2)]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith(f"inference: {precision} unavailable on this CPU")
+    with torch.inference_mode():
+        assert torch.equal(copies[0](src, tgt), inference_copy(model)(src, tgt))
+
+
+@pytest.mark.skipif(not kernels.bf16_native(), reason="this CPU has no bf16 products (e.g. AVX2 only)")
+def test_bf16_runs_packed_bf16_products(trained):
+    model, batch = trained
+    fast = inference_copy(model, "bf16")
+    with torch.inference_mode():
+        assert fast(batch.src, batch.tgt_in).dtype == torch.float32
+    assert fast.output.packed.dtype == torch.bfloat16
+
+
+def test_other_devices_and_dtypes_are_searched_as_they_are(caplog):
+    model = tiny_model().to(torch.float64)
+    assert inference_copy(model, "int8") is model
+    assert "precision=int8 applies to float32 models on an x86-64 CPU" in caplog.text
+
+
+def test_an_unknown_precision_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="precision='fp16' is not one of fp32, bf16, int8"):
+        inference_copy(tiny_model(), "fp16")
+
+
+@needs_x86
+def test_translators_and_ensembles_search_in_the_precision_of_the_decoding_settings():
+    model = tiny_model()
+    translator = Translator(model, tokenizer=None, cfg=DecodingConfig(precision="int8"))
+    kinds = {type(m) for m in translator.inference_model.modules()}
+    assert (Int8Linear in kinds) == kernels.int8_available() and torch.nn.Linear not in kinds
+    ensemble = inference_copy(Ensemble([model, tiny_model(seed=1)]), "int8")
+    assert all(isinstance(m.output, type(translator.inference_model.output)) for m in ensemble.members)
+
+
+def test_the_setting_is_checked_with_the_others():
+    check_config(make("translate", ["checkpoint=x", "decoding.precision=int8"]))
+    with pytest.raises(UserError, match="decoding.precision='fp16' is not one of fp32, bf16, int8"):
+        check_config(make("translate", ["checkpoint=x", "decoding.precision=fp16"]))
+
+
+@pytest.mark.slow
+def test_translate_runs_in_int8_through_the_console_script(cli_setup):
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "transformer-translate"), cli_setup["ckpt"], "decoding.precision=int8"],
+        input="un chien\nle chat dort\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cli_setup["tmp"],
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len(result.stdout.splitlines()) == 2 and "inference: int8 " in result.stderr
+
+
+def test_a_precision_names_its_own_hypothesis_file_and_results_row():
+    int8, fp32 = (OmegaConf.structured(DecodingConfig(precision=p)) for p in ("int8", "fp32"))
+    assert decoding_label(int8) == "greedy-int8" and decoding_label(fp32) == "greedy"
+    assert label(DecodingConfig(precision="int8")) == "greedy, int8" and label(DecodingConfig()) == "greedy"
+
+
+def run_script(name: str, *args: str, cwd: str) -> dict:
+    """The JSON last line of `scripts/NAME` run with `args` (and --json)."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / name
+    result = subprocess.run(
+        [sys.executable, str(script), *args, "--json"], capture_output=True, text=True, timeout=600, cwd=cwd
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_precision_bleu_scores_each_precision_and_compute_type(cli_setup):
+    run = cli_setup["ckpt"].removeprefix("checkpoint=")
+    records = run_script("precision_bleu.py", run, "--split", "toy", cwd=cli_setup["tmp"])["records"]
+    cells = {(r["engine"], r["precision"], r["strategy"]) for r in records}
+    native = [p for p in PRECISIONS if kernels.runs(p) == p]
+    expected = {("ours", p, s) for p in native for s in ("greedy", "beam")}
+    if importlib.util.find_spec("ctranslate2"):
+        expected |= {("ctranslate2", c, s) for c in ("float32", "int8") for s in ("greedy", "beam")}
+    assert cells == expected and len(records) == len(cells)
+    assert all(0 <= r["bleu"] <= 100 and r["sent_per_s"] > 0 for r in records)
+
+
+@pytest.mark.slow
+def test_precision_layers_scores_int8_in_each_layer_kind(cli_setup):
+    run = cli_setup["ckpt"].removeprefix("checkpoint=")
+    rows = run_script("precision_layers.py", run, "--split", "toy", "--rounds", "1", cwd=cli_setup["tmp"])["rows"]
+    assert [r["int8"] for r in rows] == ["fp32", "output", "feed-forward", "attention", "encoder", "all"]
+    assert rows[0]["token_shift"] == 0 and rows[0]["greedy_same"] == 1
+    assert all(0 <= r["greedy_same"] <= 1 and r["token_shift"] <= r["token_shift_max"] for r in rows)

@@ -1,0 +1,93 @@
+"""Fast CPU inference: a copy of a model whose linear maps run through packed oneDNN weights (fp32 or bf16) or
+int8 products, with nothing a search does not need.
+
+`inference_copy(model, precision)` shares the model's parameters but swaps every `nn.Linear` for the kernel of
+`precision` (`packed.PackedLinear`, `int8.Int8Linear`), fuses q/k/v of `dot` attention into one product and the
+feed-forward's ReLU into its first product, and swaps the dropouts (no-ops in eval mode) for identities. Each
+weight is packed or quantized at its first use in that copy. Layer norm, softmax and the log-softmax stay fp32 in
+every precision. fp32 gives the model's own results; bf16 and int8 run where the CPU has their kernels and fall back
+to fp32 with one warning elsewhere (`kernels.runs` logs which kernels run). The copy is made once where a model is
+loaded for inference (a `Translator`) and kept for all its searches, by every thread. A packed weight does not
+follow the parameters: weights changed in place (e.g. by fused Adam, which does not even bump their version
+counters) need a fresh copy, so validation during training makes one each time. The model itself is never modified.
+"""
+
+import copy
+from functools import partial
+
+import torch
+from torch import Tensor, nn
+
+from transformer.attention.dot import DotAttention
+from transformer.config import InferencePrecision, choices
+from transformer.fast_inference.int8 import Int8Linear
+from transformer.fast_inference.kernels import X86_64, not_applied, onednn, runs
+from transformer.fast_inference.packed import LinearKernel, PackedAttention, PackedLinear, packable
+from transformer.model import FeedForward
+
+__all__ = ["X86_64", "PackedAttention", "PackedLinear", "fast_cpu", "inference_copy", "packable"]
+
+
+class FusedFeedForward(FeedForward):
+    """A `FeedForward` whose ReLU is fused into its first product, without its dropout."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.fc1(x))
+
+
+def _recast(module: nn.Module, cls: type, children: dict[str, nn.Module | None]) -> nn.Module:
+    """A shallow copy of `module` (every field shared) as a `cls`, with `children` as its submodules."""
+    clone = copy.copy(module)
+    clone.__class__, clone._modules = cls, children
+    return clone
+
+
+def _swapped(module: nn.Module, linear: LinearKernel) -> nn.Module:
+    """A shallow copy of `module` sharing its parameters, with its linear maps (recursively) through `linear`."""
+    if isinstance(module, nn.Linear):
+        return linear(module)
+    if isinstance(module, nn.Dropout):  # a no-op in eval mode, still a call that checks its arguments
+        return nn.Identity()
+    if type(module) is DotAttention:  # fused q/k/v only where the projections are known; other variants
+        return PackedAttention.of(module, linear)  # keep their own code with their nn.Linear maps swapped one by one
+    if type(module) is FeedForward:
+        return _recast(module, FusedFeedForward, {"fc1": linear(module.fc1, relu=True), "fc2": linear(module.fc2)})
+    children = {name: None if child is None else _swapped(child, linear) for name, child in module._modules.items()}
+    return _recast(module, type(module), children)
+
+
+def _first_weight(model) -> Tensor | None:
+    """A parameter of `model` where it is a module with `nn.Linear` maps to swap (a copy has none left); else None."""
+    if not isinstance(model, nn.Module) or not any(isinstance(m, nn.Linear) for m in model.modules()):
+        return None
+    return next(model.parameters())
+
+
+def fast_cpu(model) -> bool:
+    """Whether `model` gains from `inference_copy`: an nn.Module with `nn.Linear` maps, fp32 or bf16, on an x86-64
+    CPU with oneDNN."""
+    weight = _first_weight(model)
+    if weight is None or not onednn():
+        return False
+    return weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
+
+
+def _kernel(precision: str) -> LinearKernel:
+    """The linear maps of `precision` as it runs on this CPU."""
+    ran = runs(precision)
+    if ran == "int8":
+        return Int8Linear.of
+    return partial(PackedLinear.of, dtype=torch.bfloat16) if ran == "bf16" else PackedLinear.of
+
+
+def inference_copy(model, precision: str = "fp32"):
+    """A copy of `model` in eval mode, for searches (no autograd), in `precision` (fp32: the model's own results;
+    bf16; int8; see the module's docstring); `model` itself where a copy would not help (other devices or dtypes,
+    other CPUs, models that are not modules, a copy already). bf16 and int8 apply to fp32 models on CPU."""
+    if precision not in choices(InferencePrecision):
+        raise ValueError(f"precision={precision!r} is not one of {', '.join(choices(InferencePrecision))}")
+    weight = _first_weight(model)
+    if weight is not None and precision != "fp32" and not (fast_cpu(model) and weight.dtype == torch.float32):
+        not_applied(precision, f"{weight.device.type} {weight.dtype}")
+        precision = "fp32"
+    return _swapped(model, _kernel(precision)).eval() if fast_cpu(model) else model

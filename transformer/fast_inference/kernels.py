@@ -1,0 +1,105 @@
+"""Which kernels an inference copy runs on this CPU: chosen per precision from what the CPU has, logged once.
+
+Nothing here requires an instruction set: a precision whose kernels this CPU lacks runs as fp32, with one warning.
+"""
+
+import functools
+import logging
+import platform
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+log = logging.getLogger("transformer.fast_inference")
+
+X86_64 = platform.machine().lower() in ("x86_64", "amd64")
+INT8_ENGINE = "x86"  # PyTorch's x86 engine: fbgemm, or oneDNN where the CPU has VNNI (PyTorch's own choice)
+
+
+def _has(feature: str) -> bool:
+    """Whether the CPU has `feature` as `torch.cpu._is_{feature}_supported` tells (False where torch lacks it)."""
+    probe = getattr(torch.cpu, f"_is_{feature}_supported", None)
+    return bool(probe and probe())
+
+
+def cpu_isa() -> str:
+    """The widest instruction set for int8/bf16 products this CPU has: AMX, AVX512_BF16, AVX512_VNNI, AVX512, AVX2
+    or "no AVX2"."""
+    for name, feature in (
+        ("AMX", "amx_tile"),
+        ("AVX512_BF16", "avx512_bf16"),
+        ("AVX512_VNNI", "vnni"),
+        ("AVX512", "avx512"),
+        ("AVX2", "avx2"),
+    ):
+        if _has(feature):
+            return name
+    return "no AVX2"
+
+
+def onednn() -> bool:
+    """Whether oneDNN's packed products run here: an x86-64 CPU and a PyTorch built with oneDNN."""
+    return X86_64 and torch.backends.mkldnn.is_available()
+
+
+def bf16_native() -> bool:
+    """Whether oneDNN computes bf16 products on this CPU (AVX-512 or AVX-NE-CONVERT; AVX2 alone has none)."""
+    return onednn() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+def int8_available() -> bool:
+    """Whether PyTorch's x86 quantized engine runs here: fbgemm needs AVX2."""
+    return X86_64 and INT8_ENGINE in torch.backends.quantized.supported_engines and _has("avx2")
+
+
+def int8_backend() -> str:
+    """The library behind the x86 engine's dynamic int8 products here: oneDNN with VNNI, fbgemm without."""
+    return "oneDNN" if _has("vnni") else "fbgemm"
+
+
+def reduce_range() -> bool:
+    """Whether activations are quantized to 7 bits: without VNNI, fbgemm adds pairs of u8·s8 products in 16 bits,
+    which 8-bit activations could saturate (PyTorch's own x86 default, `get_default_qconfig("x86")`)."""
+    return not _has("vnni")
+
+
+_engine_lock = threading.Lock()
+
+
+@contextmanager
+def int8_engine() -> Iterator[None]:
+    """PyTorch's quantized engine set to the x86 one while weights are packed (a packed weight keeps its engine)."""
+    with _engine_lock:
+        before = torch.backends.quantized.engine
+        torch.backends.quantized.engine = INT8_ENGINE
+        try:
+            yield
+        finally:
+            torch.backends.quantized.engine = before
+
+
+@functools.cache
+def runs(precision: str) -> str:
+    """The precision a copy asked for `precision` runs in on this CPU; says once per process which kernels run."""
+    isa = cpu_isa()
+    if precision == "bf16" and not bf16_native():
+        log.warning("inference: bf16 unavailable on this CPU (%s: no native bf16 products): fp32", isa)
+        return "fp32"
+    if precision == "int8" and not int8_available():
+        log.warning("inference: int8 unavailable on this CPU (%s; PyTorch's x86 int8 engine needs AVX2): fp32", isa)
+        return "fp32"
+    kernel = {"fp32": "oneDNN" if onednn() else "F.linear", "bf16": "oneDNN", "int8": int8_backend()}[precision]
+    log.info("inference: %s via %s (%s)", precision, kernel, isa)
+    return precision
+
+
+@functools.cache
+def not_applied(precision: str, where: str) -> None:
+    """Say once that `precision` is not applied to a model on `where` (another device or dtype)."""
+    log.warning(
+        "inference: precision=%s applies to float32 models on an x86-64 CPU: searching this %s model as it is",
+        precision,
+        where,
+    )

@@ -1,0 +1,122 @@
+"""Linear maps of an inference copy: fp32 or bf16 weights packed once for oneDNN, and attention with fused q/k/v.
+
+On CPU, `F.linear` calls MKL's sgemm; on the AMD CPU we measured, oneDNN with the weight reordered once into its
+blocked layout does the same fp32 products 1.3-3.3× faster for the 32-160-row matrices of step-by-step decoding
+(`scripts/benchmark_decoding.py --products`).
+"""
+
+import copy
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer.attention.dot import DotAttention
+from transformer.fast_inference.kernels import onednn
+
+
+def packable(x: Tensor, weight: Tensor) -> bool:
+    """Whether x @ weightᵀ may take the packed oneDNN path: CPU inference in fp32 (or bf16 where oneDNN has it)."""
+    if not (onednn() and torch.backends.mkldnn.enabled):
+        return False
+    if weight.dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False  # e.g. CPUs without AVX-512
+    return (
+        x.device.type == "cpu"
+        and not torch.is_grad_enabled()
+        and not torch.is_autocast_enabled("cpu")
+        and x.dtype == weight.dtype
+        and weight.dtype in (torch.float32, torch.bfloat16)
+    )
+
+
+class FusedLinear(nn.Module):
+    """x @ Wᵀ + b, then ReLU if `relu`, for W, b the row-wise concatenation of `weights`/`biases`; the kernels of
+    the subclasses prepare the weight at its first use (a fused product may never be used)."""
+
+    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu: bool = False):
+        super().__init__()
+        self.parts, self.relu = (weights, biases), relu
+        self.weight: Tensor | None = None
+        self.bias: Tensor | None = None
+
+    @classmethod
+    def of(cls, *linears: nn.Linear, **options) -> "FusedLinear":
+        """The product of `linears` side by side (output features concatenated); a missing bias counts as zeros."""
+        return cls([m.weight for m in linears], [m.bias for m in linears], **options)
+
+    def _fuse(self) -> None:
+        """Set the concatenated bias, then the weight: a thread that sees the weight also sees its bias."""
+        weights, biases = self.parts
+        if any(b is not None for b in biases):
+            filled = [w.new_zeros(w.size(0)) if b is None else b for w, b in zip(weights, biases)]
+            self.bias = torch.cat(filled) if len(filled) > 1 else filled[0].detach()
+        self.weight = torch.cat(weights) if len(weights) > 1 else weights[0].detach()
+
+    def plain(self, x: Tensor) -> Tensor:
+        """The product through `F.linear`, in the weight's own dtype."""
+        y = F.linear(x, self.weight, self.bias)
+        return F.relu(y) if self.relu else y
+
+
+LinearKernel = Callable[..., FusedLinear]  # `FusedLinear.of` of a kernel: (*linears, relu=False) -> its module
+
+
+class PackedLinear(FusedLinear):
+    """A `FusedLinear` through a oneDNN weight packed at first use, in `dtype` (default: the weight's own); a
+    bf16 product of fp32 inputs takes them in bf16 and gives fp32 back."""
+
+    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu: bool = False, dtype=None):
+        super().__init__(weights, biases, relu)
+        self.dtype = dtype
+        self.packed: Tensor | None = None
+        self.packed_bias: Tensor | None = None
+
+    def _pack(self, rows: int) -> None:
+        """Pack the weight (and cast the bias) in `dtype`; `rows` is a layout hint, any row count works with it."""
+        dtype = self.dtype or self.weight.dtype
+        self.packed_bias = None if self.bias is None else self.bias.to(dtype)
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.to(dtype), rows)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.weight is None:
+            self._fuse()
+        if not packable(x, self.weight):
+            return self.plain(x)
+        if self.packed is None:
+            self._pack(max(1, math.prod(x.shape[:-1])))
+        attr = "relu" if self.relu else "none"
+        if self.packed.dtype == x.dtype:
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.packed_bias, attr, [], "")
+        y = torch.ops.mkldnn._linear_pointwise(x.to(self.packed.dtype), self.packed, self.packed_bias, attr, [], "")
+        return y.to(x.dtype)
+
+
+class PackedAttention(DotAttention):
+    """A `DotAttention` whose projections run through an inference kernel, with q/k/v (and cross-attention's k/v)
+    fused into one product each."""
+
+    @classmethod
+    def of(cls, attention: DotAttention, linear: LinearKernel = PackedLinear.of) -> "PackedAttention":
+        """A shallow copy of `attention` (every field of it shared, so none can be forgotten) whose submodules
+        are the projections through `linear`; no weights are made or initialised."""
+        packed = copy.copy(attention)
+        packed.__class__ = cls
+        q, k, v = attention.q_proj, attention.k_proj, attention.v_proj
+        packed._modules = {
+            "q_proj": linear(q),
+            "out_proj": linear(attention.out_proj),
+            "qkv_proj": linear(q, k, v),
+            "kv_proj": linear(k, v),
+        }
+        return packed
+
+    def project_qkv(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+
+    def project_kv(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        k, v = self.kv_proj(x).chunk(2, dim=-1)
+        return self.split_heads(k), self.split_heads(v)
