@@ -5,9 +5,11 @@ kind at a time (the output projection over the vocabulary, the decoder's feed-fo
 projections, the whole encoder), then all of them: int8 as `decoding.precision=int8` runs it. Each variant is scored
 against fp32 on the first `--sentences` pairs: the log-probability shift of the reference's tokens (teacher-forced,
 mean and largest), the mean over positions of the largest shift over the vocabulary, the share of greedy outputs
-identical to fp32's, and the median greedy time over `--rounds` interleaved rounds.
+identical to fp32's, and the median greedy time over `--rounds` interleaved rounds (`--cpu-time`: the process's CPU
+time, which on a loaded machine leaves out the time a one-thread run waited for a core).
 
     python scripts/precision_layers.py outputs/RUN                  # table
+    python scripts/precision_layers.py outputs/RUN --threads 1 --cpu-time
     python scripts/precision_layers.py outputs/RUN --full-range     # 8-bit activations even without VNNI
     python scripts/precision_layers.py outputs/RUN --json           # ... and a JSON last line
 """
@@ -97,6 +99,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="time this process's CPU time (one thread, loaded machine)"
+    )
     parser.add_argument("--full-range", action="store_true", help="8-bit activations where 7 bits are the default")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     args = parser.parse_args()
@@ -110,13 +115,14 @@ def main() -> None:
     fp32 = inference_copy(ckpt.model)
     reference = greedy(fp32, batches, max_len)
     models = {"fp32": fp32} | {kind: variant(ckpt.model, kind, args.full_range) for kind in KINDS}
+    clock = time.process_time if args.cpu_time else time.perf_counter
     seconds: dict[str, list[float]] = {name: [] for name in models}
     outputs = {}
     for _ in range(args.rounds):
         for name, model in models.items():
-            start = time.perf_counter()
+            start = clock()
             outputs[name] = greedy(model, batches, max_len)
-            seconds[name].append(time.perf_counter() - start)
+            seconds[name].append(clock() - start)
     bits = 7 if reduce_range() and not args.full_range else 8
     print(
         f"{args.checkpoint}, {args.split}: {len(pairs)} sentences, batch {args.batch}, {cpu_isa()}, "

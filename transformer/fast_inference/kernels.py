@@ -12,6 +12,8 @@ from contextlib import contextmanager
 
 import torch
 
+from transformer.runtime import native_bf16
+
 log = logging.getLogger("transformer.fast_inference")
 
 X86_64 = platform.machine().lower() in ("x86_64", "amd64")
@@ -45,8 +47,8 @@ def onednn() -> bool:
 
 
 def bf16_native() -> bool:
-    """Whether oneDNN computes bf16 products on this CPU (AVX-512 or AVX-NE-CONVERT; AVX2 alone has none)."""
-    return onednn() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    """Whether oneDNN computes bf16 products on this CPU (`runtime.native_bf16`: AVX-512 or AMX; AVX2 has none)."""
+    return onednn() and native_bf16("cpu")
 
 
 def int8_available() -> bool:
