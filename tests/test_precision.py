@@ -119,7 +119,7 @@ def test_a_sentence_decodes_alone_as_in_its_batch(precision):
         assert torch.equal(alone, batched[i, : alone.numel()]) and not batched[i, alone.numel() :].any()
 
 
-@pytest.mark.parametrize("rows", [1, 3, 17])
+@pytest.mark.parametrize("rows", [0, 1, 3, 17])
 @pytest.mark.parametrize("seed", range(4))
 def test_an_int8_row_is_its_own_and_close_to_fp32(rows, seed):
     if not kernels.int8_available():
@@ -131,6 +131,7 @@ def test_an_int8_row_is_its_own_and_close_to_fp32(rows, seed):
     int8 = Int8Linear.of(layer)
     with torch.inference_mode():
         out = int8(x)
+        assert out.shape == (rows, 40)
         for i in range(rows):
             assert torch.equal(int8(x[i : i + 1])[0], out[i])
         bound = MAX_ROW_ERROR * x.abs().amax(1, keepdim=True) * layer.weight.abs().max() * x.size(1)

@@ -53,7 +53,7 @@ class Int8Linear(FusedLinear):
             self._pack()
         rows = x.reshape(-1, x.size(-1))  # (N, K)
         magnitude = rows.abs().amax(dim=1, keepdim=True).clamp_min_(TINY)  # (N, 1)
-        scaled = torch.empty(rows.size(0) + 2, rows.size(1))  # (N + 2, K): the rows in [-1, 1], then the sentinel
+        scaled = rows.new_empty(rows.size(0) + 2, rows.size(1))  # (N + 2, K): the rows in [-1, 1], then the sentinel
         torch.div(rows, magnitude, out=scaled[:-2])
         scaled[-2:] = self.sentinel
         y = torch.ops.quantized.linear_dynamic(scaled, self.packed, self.reduce_range)[:-2]  # (N, out)
