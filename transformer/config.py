@@ -371,4 +371,3 @@ class BacktranslateConfig:
     chunk_lines: int = 2000  # sentences translated and written at a time: a restarted run resumes at a chunk
     device: str = "auto"
     decoding: DecodingConfig = MISSING
-
