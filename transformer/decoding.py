@@ -59,7 +59,7 @@ def _one_best(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: T
     longest = int(limit.max()) if batch else 0
     out = torch.full((batch, longest), model.pad_id, dtype=torch.long, device=src.device)
     scores = torch.zeros(batch, longest, device=src.device)
-    search = SearchState(model, src, options, 1, longest)
+    search = SearchState(model, src, options, longest)
     active = torch.arange(batch, device=src.device)  # original index of each row
     steps = 0
     for t in range(longest):
