@@ -15,7 +15,8 @@ class DecoderCache:
     """Per-layer attention keys/values kept between decoding steps.
 
     Self-attention keys/values of all layers live in one preallocated buffer written
-    one step at a time, so no step re-concatenates the prefix; beam reordering copies,
+    one step at a time, so no step re-concatenates the prefix (a position is written
+    before any query reads it, so the buffer starts uninitialised); beam reordering copies,
     in place, only the rows whose hypothesis changed (none: nothing is copied). When queries
     see only the last `reach` positions (`local` attention) the buffer holds 2·reach
     positions and slides: memory stays flat in the output length. Cross-attention
@@ -27,7 +28,7 @@ class DecoderCache:
         self.cross_kv = cross_kv  # per layer: (B, H, S, Dh) keys and values
         b, h, _, dh = cross_kv[0][0].shape
         capacity = max_len if reach is None else min(max_len, 2 * reach)
-        self.buffer = cross_kv[0][0].new_zeros(b * group, 2 * len(cross_kv), h, capacity, dh)  # (N, 2·layers, H, L, Dh)
+        self.buffer = cross_kv[0][0].new_empty(b * group, 2 * len(cross_kv), h, capacity, dh)  # (N, 2·layers, H, L, Dh)
         self.reach = reach
         self.rows = b * group  # rows in use
         self.length = 0  # positions decoded so far: the next one's index
@@ -40,7 +41,7 @@ class DecoderCache:
         keep = min(self.filled, self.reach - 1)  # the new positions' queries see at most reach − 1 earlier ones
         if keep + steps > self.buffer.size(3):  # a long forced prefix: grow to hold it
             shape = (*self.buffer.shape[:3], keep + steps, self.buffer.size(4))
-            grown = self.buffer.new_zeros(shape)
+            grown = self.buffer.new_empty(shape)
             grown[:, :, :, :keep] = self.buffer[:, :, :, self.filled - keep : self.filled]
             self.buffer = grown
         else:
@@ -70,7 +71,7 @@ class DecoderCache:
         """
         held = self.buffer[:, :, :, : self.filled]  # positions past `filled` hold nothing yet
         if rows.numel() > self.buffer.size(0):
-            grown = self.buffer.new_zeros(rows.numel(), *self.buffer.shape[1:])
+            grown = self.buffer.new_empty(rows.numel(), *self.buffer.shape[1:])
             grown[:, :, :, : self.filled] = held.index_select(0, rows)
             self.buffer = grown
         else:
