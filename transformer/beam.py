@@ -96,7 +96,7 @@ def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor
     divisor = divisor.to(device)
     # A live hypothesis' log-probability only falls, so its best possible score is
     # its current one over the largest divisor it could still reach.
-    best_divisor = divisor.cummax(0).values[limit - 1]  # (B,)
+    best_divisor = divisor.cummax(0).values[limit - 1]  # (B,), as `limit`: per sentence still searched
     search = SearchState(model, src, options, longest)
     pool = _Pool(batch, options.n_best, longest, model.pad_id, device)
     scores = torch.zeros(batch, 1, device=device)  # (B, W): the live hypotheses' log-probabilities
@@ -106,25 +106,26 @@ def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor
     for t in range(longest):
         top_scores, top_logp, top_tok, rows = _candidates(scores, search.step(), 2 * k)  # (B, C), C ≤ 2K
         is_eos = top_tok == eos_id
-        last = limit[active] == t + 1  # (B,)
+        last = limit == t + 1  # (B,)
         finishing = (is_eos | last[:, None]) & may_finish[: top_scores.size(1)] & (top_scores > NEG_INF)
         if finishing.any():
             tokens = torch.cat([search.prefix[rows, 1 : t + 1], top_tok[:, :, None]], dim=2)  # (B, C, t+1)
             token_scores = torch.cat([search.logprobs[rows, :t], top_logp[:, :, None]], dim=2)
             pool.add(torch.where(finishing, top_scores / divisor[t], NEG_INF), top_scores, tokens, token_scores)
         order = is_eos.to(torch.int8).argsort(dim=1, stable=True)[:, :k]  # the K best non-EOS, by rank
-        next_scores = top_scores.masked_fill(is_eos, NEG_INF).gather(1, order)  # an EOS never continues
-        bound = next_scores[:, 0] / best_divisor[active]
-        done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= bound))
-        for b in done.nonzero().flatten().tolist():
-            results[int(active[b])] = pool.hypotheses(b, eos_id)
-        keep = (~done).nonzero().flatten()
-        if keep.numel() == 0:
-            break
-        shrink = keep if keep.numel() < scores.size(0) else None
-        search.select(rows.gather(1, order)[keep].flatten(), shrink)
-        search.append(top_tok.gather(1, order)[keep].flatten(), top_logp.gather(1, order)[keep].flatten())
-        scores, active = next_scores[keep], active[keep]
-        if shrink is not None:
+        scores = top_scores.masked_fill(is_eos, NEG_INF).gather(1, order)  # (B, K); an EOS never continues
+        rows, tokens, logprobs = rows.gather(1, order), top_tok.gather(1, order), top_logp.gather(1, order)
+        done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= scores[:, 0] / best_divisor))
+        keep = None  # every sentence goes on
+        if done.any():
+            for b in done.nonzero().flatten().tolist():
+                results[int(active[b])] = pool.hypotheses(b, eos_id)
+            keep = (~done).nonzero().flatten()
+            if keep.numel() == 0:
+                break
+            per_sentence = (scores, rows, tokens, logprobs, active, limit, best_divisor)
+            scores, rows, tokens, logprobs, active, limit, best_divisor = (x[keep] for x in per_sentence)
             pool.keep(keep)
+        search.select(rows.flatten(), keep)
+        search.append(tokens.flatten(), logprobs.flatten())
     return results
