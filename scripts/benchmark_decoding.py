@@ -35,7 +35,7 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
-from decoding_engines import CT2_PRECISIONS, DTYPES, Case, Engines, Pieces, Setup, ours
+from decoding_engines import CT2_PRECISIONS, DTYPES, Case, EngineError, Engines, Pieces, Setup, ours
 
 from transformer.config import DecodingConfig
 from transformer.fast_inference import PackedLinear
@@ -241,7 +241,10 @@ def main() -> None:
         setup = prepare(args, Path(folder), "ctranslate2" in engines)
         with Engines(engines, setup) as processes:  # each waits for its own device: time as on the CPU
             runs = {case: functools.partial(processes.run, case) for case in plan(args, engines)}
-            seconds = measure(runs, args.rounds, torch.device("cpu"))
+            try:
+                seconds = measure(runs, args.rounds, torch.device("cpu"))
+            except EngineError as failure:
+                parser.exit(2, f"error: {failure}\n")
     result = report(seconds, setup, args)
     if args.json:
         print(json.dumps(result))

@@ -116,7 +116,7 @@ def _search_model(setup: Setup, size: str, precision: str):
     model.load_state_dict(torch.load(Path(setup.folder) / f"{size}.pt"))
     if setup.device != "cpu":
         return model.to(setup.device, DTYPES[precision])
-    return inference_copy(model) if precision == "fp32" else inference_copy(model, precision)
+    return inference_copy(model) if precision == "fp32" else inference_copy(model, precision)  # fp32: the default
 
 
 def _ours(case: Case, setup: Setup) -> Callable[[], object]:
@@ -177,17 +177,25 @@ def _marianmt(case: Case, setup: Setup) -> Callable[[], object]:
 ENGINES = {"ours": _ours, "ctranslate2": _ctranslate2, "marianmt": _marianmt}
 
 
+class EngineError(Exception):
+    """A case that failed in its engine's process."""
+
+
 def _engine_process(conn, engine: str, setup: Setup) -> None:
-    """In a process of its own: run each case received (its first call builds it), answer once it is done."""
+    """In a process of its own: run each case received (its first call builds it); answer once it is done, with
+    None, or with why it failed."""
     torch.set_num_threads(setup.threads)
     runs: dict[Case, Callable[[], object]] = {}
     while (case := conn.recv()) is not None:
-        if case not in runs:
-            runs[case] = ENGINES[engine](case, setup)
-        runs[case]()
-        if setup.device == "cuda":
-            torch.cuda.synchronize()
-        conn.send(case)
+        try:
+            if case not in runs:
+                runs[case] = ENGINES[engine](case, setup)
+            runs[case]()
+            if setup.device == "cuda":
+                torch.cuda.synchronize()
+            conn.send(None)
+        except Exception as error:  # the parent reports it and stops every engine
+            conn.send(f"{type(error).__name__}: {error}")
 
 
 class Engines:
@@ -209,7 +217,8 @@ class Engines:
 
     def run(self, case: Case) -> None:
         self.conns[case.engine].send(case)
-        self.conns[case.engine].recv()
+        if (failure := self.conns[case.engine].recv()) is not None:
+            raise EngineError(f"{' '.join(filter(None, map(str, case)))}: {failure}")
 
     def __exit__(self, *exc) -> None:
         for conn in self.conns.values():
