@@ -39,7 +39,7 @@ def toy_overrides(tmp: Path) -> list[str]:
 def pipeline(tmp_path_factory) -> dict:
     """The bt recipe run once on the toy corpus, greedy back-translation of 60 English lines."""
     tmp = tmp_path_factory.mktemp("recipe")
-    mono, _ = write_corpus(tmp, "mono", 60, seed=9)
+    _, mono = write_corpus(tmp, "mono", 60, seed=9)
     args = ["--parent", str(tmp / "bt"), "--decoding", "greedy", *toy_overrides(tmp), "--mono", str(mono)]
     return {"parent": tmp / "bt", "args": args, "first": recipe(*args)}
 
@@ -57,7 +57,7 @@ def test_all_stages_run_in_order_and_are_recorded(pipeline):
     assert summary["stages"]["reverse"]["steps"] == summary["stages"]["final"]["steps"] == 2  # trainer.max_steps
     assert 0 < summary["stages"]["synthetic"]["sentences"] <= 60
     manifest = json.loads((parent / "synthetic" / "backtranslation.json").read_text())
-    assert (manifest["src_lang"], manifest["tgt_lang"]) == ("fr", "en")
+    assert (manifest["src_lang"], manifest["tgt_lang"]) == ("fr", "en") and manifest["inputs"][0].endswith("mono.en")
     assert "toy" in (parent / "results.md").read_text()
 
 
@@ -86,7 +86,7 @@ def test_an_interrupted_training_stage_resumes(pipeline):
 
 @pytest.mark.slow
 def test_a_failed_stage_stops_the_pipeline_with_one_error_line(tmp_path):
-    mono, _ = write_corpus(tmp_path, "mono", 5, seed=9)
+    _, mono = write_corpus(tmp_path, "mono", 5, seed=9)
     parent = tmp_path / "bt"
     result = recipe("--parent", str(parent), *toy_overrides(tmp_path), "trainer.no_such=1", "--mono", str(mono))
     assert result.returncode == 2
