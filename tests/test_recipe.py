@@ -1,5 +1,7 @@
 """scripts/backtranslation_recipe.py: the stages run in order, finished ones are skipped, an interrupted one resumes."""
 
+import gzip
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +14,7 @@ from tests.conftest import write_corpus
 
 ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / "scripts" / "backtranslation_recipe.py"
-STAGES = ["reverse", "synthetic", "final", "average", "results"]
+STAGES = ["reverse", "synthetic", "final", "finetune", "average", "results"]
 
 
 def recipe(*args: str) -> subprocess.CompletedProcess:
@@ -37,10 +39,11 @@ def toy_overrides(tmp: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory) -> dict:
-    """The bt recipe run once on the toy corpus, greedy back-translation of 60 English lines."""
+    """The bt recipe run once on the toy corpus (greedy back-translation of 60 English lines, a fine-tuning)."""
     tmp = tmp_path_factory.mktemp("recipe")
     _, mono = write_corpus(tmp, "mono", 60, seed=9)
-    args = ["--parent", str(tmp / "bt"), "--decoding", "greedy", *toy_overrides(tmp), "--mono", str(mono)]
+    options = ["--parent", str(tmp / "bt"), "--decoding", "greedy", "--finetune-minutes", "1"]
+    args = [*options, *toy_overrides(tmp), "--mono", str(mono)]
     return {"parent": tmp / "bt", "args": args, "first": recipe(*args)}
 
 
@@ -54,7 +57,7 @@ def test_all_stages_run_in_order_and_are_recorded(pipeline):
     assert all((parent / f"{stage}.done").is_file() for stage in STAGES)
     summary = json.loads((parent / "pipeline.json").read_text())
     assert list(summary["stages"]) == STAGES
-    assert summary["stages"]["reverse"]["steps"] == summary["stages"]["final"]["steps"] == 2  # trainer.max_steps
+    assert {summary["stages"][run]["steps"] for run in ("reverse", "final", "finetune")} == {2}  # trainer.max_steps
     assert 0 < summary["stages"]["synthetic"]["sentences"] <= 60
     manifest = json.loads((parent / "synthetic" / "backtranslation.json").read_text())
     assert (manifest["src_lang"], manifest["tgt_lang"]) == ("fr", "en") and manifest["inputs"][0].endswith("mono.en")
@@ -73,15 +76,16 @@ def test_a_rerun_skips_every_finished_stage(pipeline):
 @pytest.mark.slow
 def test_an_interrupted_training_stage_resumes(pipeline):
     parent = pipeline["parent"]
-    for stage in ("final", "average", "results"):  # as if killed during final/: a run folder, no marker
+    for stage in STAGES[2:]:  # as if killed during final/: a run folder, no marker
         (parent / f"{stage}.done").unlink()
     again = recipe(*pipeline["args"])
     assert again.returncode == 0, again.stderr
     lines = {line.split()[1].rstrip(":"): line for line in again.stdout.splitlines() if line.startswith("[")}
     assert all("skipped" in lines[stage] for stage in ("reverse", "synthetic"))
-    assert "(continuing)" in lines["final"] and " done in " in lines["results"]
-    record = json.loads((parent / "pipeline.json").read_text())["stages"]["final"]
-    assert record["resumed"] and "trainer.resume=true" in record["command"]
+    assert "(continuing)" in lines["final"] and "(continuing)" in lines["finetune"] and " done in " in lines["results"]
+    records = json.loads((parent / "pipeline.json").read_text())["stages"]
+    assert records["final"]["resumed"] and "trainer.resume=true" in records["final"]["command"]
+    assert records["finetune"]["resumed"] and "trainer.resume=true" not in records["finetune"]["command"]  # init_from
 
 
 @pytest.mark.slow
@@ -113,3 +117,16 @@ def test_a_missing_mono_file_is_one_error_line(tmp_path):
     result = recipe("--dry-run", "--mono", str(tmp_path / "nothing.en"), "model=tiny")
     assert result.returncode == 2
     assert result.stderr.startswith("error: --mono") and result.stderr.count("\n") == 1
+
+
+def test_task2_files_are_copied_from_the_shared_folder(tmp_path):
+    spec = importlib.util.spec_from_file_location("backtranslation_recipe", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shared = tmp_path / "shared" / "multi30k_task2"
+    shared.mkdir(parents=True)
+    for k, name in enumerate(module.TASK2_FILES):
+        (shared / name).write_bytes(gzip.compress(f"caption {k}\n".encode()))
+    module.fetch_task2(tmp_path / "data", str(tmp_path / "shared"))
+    copies = module.task2_files(tmp_path / "data")
+    assert [path.read_bytes() for path in copies] == [(shared / path.name).read_bytes() for path in copies]
