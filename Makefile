@@ -1,5 +1,7 @@
 # make test   - set up .venv (with the serve extra and Debian's chromium) and run the test suite
 # make train  - set up .venv and train the default model (Multi30k fr->en, small, CPU, <= 60 min)
+# make train-bt / train-st - the back-translation (fr->en) / self-training (en->fr) recipe, resumable
+#              (scripts/backtranslation_recipe.py; ARGS takes its options and training overrides)
 TORCH_VERSION ?= 2.13.0
 PYTHON ?= python3
 VENV := .venv
@@ -12,7 +14,7 @@ TCMALLOC_LIBS := /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 /usr/lib/aar
 TCMALLOC = $(shell ls $(TCMALLOC_LIBS) 2>/dev/null | head -n 1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
-.PHONY: setup test-setup browser tcmalloc bench-setup test lint train bench results clean
+.PHONY: setup test-setup browser tcmalloc bench-setup test lint train train-bt train-st bench results clean
 
 setup: $(VENV)/.installed
 
@@ -51,6 +53,13 @@ tcmalloc:
 
 train: setup tcmalloc
 	LD_PRELOAD="$(TCMALLOC)" $(BIN)/transformer-train +experiment=multi30k_cpu_fren $(ARGS)
+
+# make train-bt ARGS="--finetune-minutes 5"; run it again to continue after an interruption
+train-bt: setup tcmalloc
+	LD_PRELOAD="$(TCMALLOC)" $(BIN)/python scripts/backtranslation_recipe.py --mode bt $(ARGS)
+
+train-st: setup tcmalloc
+	LD_PRELOAD="$(TCMALLOC)" $(BIN)/python scripts/backtranslation_recipe.py --mode st $(ARGS)
 
 bench-setup: setup
 	$(BIN)/pip install --quiet -e ".[bench]"

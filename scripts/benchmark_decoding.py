@@ -1,190 +1,77 @@
-"""Decoding speed: our greedy and beam search (KV-cached and not) against Hugging Face MarianMT.
+"""Decoding speed: ours in fp32, bf16 and int8 against CTranslate2 float32 and int8 on the very same weights.
 
-Both models get the same dimensions, random weights and the same random source
-batch; EOS is disabled so every sentence decodes exactly `--out-len` tokens.
-Calls are interleaved round by round and the median time of each is reported.
+For each size (`small`, `base`), search (greedy, beam 5) and batch (32: throughput; 1: latency, the
+sentences decoded one at a time), every engine decodes the same random source sentences with EOS
+disabled, so each sentence decodes exactly `--out-len` tokens. Our model has random weights;
+CTranslate2 runs them exported with `transformer.export.ctranslate2` (`pip install -e .[export]`);
+Hugging Face's MarianMT of the same size, with weights of its own, is timed too when `transformers` is
+installed (`pip install -e .[bench]`). Ours runs as a `Translator` runs it: through its
+inference copy (transformer/fast_inference/) in each precision, made once. Each engine runs in a
+process of its own, with the same number of threads: a process that has run CTranslate2 runs torch up
+to 1.8× slower. Calls are interleaved round by round after one warm-up each; the table gives medians.
 
-    python scripts/benchmark_decoding.py --size small            # table
-    python scripts/benchmark_decoding.py --size small --json     # ... and a JSON last line
-    python scripts/benchmark_decoding.py --size base --device cuda --dtype bfloat16
+    python scripts/benchmark_decoding.py                          # small and base, every precision
+    python scripts/benchmark_decoding.py --size small --json      # ... and a JSON last line
+    python scripts/benchmark_decoding.py --quick --precisions fp32  # a tiny run (the tests')
+    python scripts/benchmark_decoding.py --size base --device cuda --precisions fp32 bf16
 
-On CPU our searches run on an inference copy whose linear maps use pre-packed oneDNN weights
-(transformer/fast_inference.py);
-`--unpacked` adds our runs with oneDNN off, i.e. through `F.linear` as MarianMT does;
+`--uncached` and `--unpacked` add our fp32 search without the KV cache and with oneDNN off (`F.linear`);
 `--products` instead times the decoder's matrix products alone, in GFLOP/s, through F.linear and through the
 kernel of each inference precision (`decoding.precision`: fp32, bf16 where the CPU has bf16 products, int8).
-Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`), on a
-MarianMT of the same size (its own random weights: MarianMT has no pre-norm). CTranslate2 float32
-and int8 are measured on our model's very weights, exported with `transformer.export.ctranslate2`,
-when `ctranslate2` is installed (`pip install -e .[export]`), with as many threads as torch uses,
-in a process of its own (called in turn with the others).
 """
 
 import argparse
-import atexit
 import functools
+import importlib.util
 import json
-import multiprocessing
-import shutil
+import re
 import statistics
+import subprocess
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
+from decoding_engines import CT2_PRECISIONS, DTYPES, Case, EngineError, Engines, Pieces, Setup, ours
 
-from transformer.config import InferencePrecision, choices
-from transformer.decoding import beam_search, greedy_decode
+from transformer.config import DecodingConfig, InferencePrecision, choices
 from transformer.fast_inference import inference_copy
 from transformer.fast_inference.kernels import cpu_isa, runs
-from transformer.marian_reference import SIZES, marian, model_config
-from transformer.model import Transformer
-from transformer.tokenizer import BOS_ID, PAD_ID
+from transformer.marian_reference import SIZES, model_config
+
+PRECISIONS = ("fp32", "bf16", "int8")
+ISA = {
+    "AVX2": "avx2",
+    "AVX512F": "avx512f",
+    "AVX512_VNNI": "avx512_vnni",
+    "AVX512_BF16": "avx512_bf16",
+    "AMX": "amx_tile",
+}
+QUICK = dict(size=["small"], batch=[4, 1], src_len=6, out_len=4, vocab=64, rounds=1, latency_sentences=2)
 
 
-def ours(size: str, vocab: int) -> Transformer:
-    """Our model as `model=<size>` trains it (configs/model/<size>.yaml)."""
-    return Transformer(vocab, vocab, model_config(size), joint_vocab=True).eval()
+def default_precision() -> str:
+    """The precision translate, evaluate and serve use by default (`DecodingConfig.precision`; fp32 before it)."""
+    return getattr(DecodingConfig(), "precision", "fp32")
 
 
-def hf_generate(model, src: torch.Tensor, beams: int, out_len: int) -> Callable[[], object]:
-    mask = src != PAD_ID
-
-    def run():
-        with torch.inference_mode():
-            return model.generate(
-                input_ids=src,
-                attention_mask=mask,
-                num_beams=beams,
-                do_sample=False,
-                max_new_tokens=out_len,
-                min_new_tokens=out_len,
-                eos_token_id=None,
-                length_penalty=1.0,
-                early_stopping=False,
-            )
-
-    return run
-
-
-def without_onednn(run: Callable[[], object]) -> Callable[[], object]:
-    """`run` with oneDNN off, so our linear maps fall back to `F.linear` (MKL's sgemm on CPU)."""
-
-    def unpacked():
-        with warnings.catch_warnings(), torch.backends.mkldnn.flags(enabled=False):
-            warnings.filterwarnings("ignore", message="TF32 acceleration")  # the flags' note about Intel GPUs
-            return run()
-
-    return unpacked
-
-
-class _Pieces:
-    """A stand-in SentencePiece vocabulary for random ids: our four specials, then t4, t5, ..."""
-
-    def __init__(self, size: int):
-        self.size = size
-
-    def get_piece_size(self) -> int:
-        return self.size
-
-    def id_to_piece(self, i: int) -> str:
-        return ["<pad>", "<s>", "</s>", "<unk>"][i] if i < 4 else f"t{i}"
-
-
-def _ct2_worker(conn, folder: str, tokens: list[list[str]], device: str, threads: int, out_len: int) -> None:
-    """In its own process: run the CTranslate2 call named by each message, answer when it is done."""
-    import ctranslate2
-
-    fixed = dict(max_decoding_length=out_len, min_decoding_length=out_len, length_penalty=1.0)
-    translators = {
-        kind: ctranslate2.Translator(folder, device=device, compute_type=kind, intra_threads=threads)
-        for kind in ("float32", "int8")
-    }
-    while (name := conn.recv()) is not None:
-        _, kind, search = name.split()
-        translators[kind].translate_batch(tokens, beam_size=1 if search == "greedy" else 5, **fixed)
-        conn.send(name)
-
-
-def ctranslate2_cases(model: Transformer, src: torch.Tensor, args: argparse.Namespace) -> dict[str, Callable]:
-    """CTranslate2 float32 and int8 greedy and beam 5 on `model`'s weights; {} without ctranslate2.
-
-    CTranslate2 runs in a process of its own: once it has translated in a process, that process's
-    torch calls run up to 1.8× slower (measured here, MarianMT's too), which would bias every ratio.
-    """
+def cpu_description() -> tuple[str, list[str]]:
+    """The CPU's model name and which of `ISA` it has, from /proc/cpuinfo (lscpu's output where that is missing)."""
     try:
-        from omegaconf import OmegaConf
-
-        from transformer.export.ctranslate2 import CheckpointConverter
-    except ImportError:
-        return {}
-    vocab = _Pieces(args.vocab)
-    tokenizer = SimpleNamespace(src=vocab, tgt=vocab)
-    ckpt = SimpleNamespace(model=model, config=OmegaConf.create({"model": asdict(model.config)}), tokenizer=tokenizer)
-    folder = tempfile.mkdtemp(prefix="bench_ct2_")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    CheckpointConverter(ckpt).convert(folder, force=True)
-    tokens = [[vocab.id_to_piece(i) for i in row[:-1]] for row in src.tolist()]  # CTranslate2 appends EOS
-    conn, child_end = multiprocessing.Pipe()
-    worker = multiprocessing.get_context("spawn").Process(
-        target=_ct2_worker, args=(child_end, folder, tokens, args.device, torch.get_num_threads(), args.out_len)
-    )
-    worker.start()
-    atexit.register(lambda: (conn.send(None), worker.join()))
-
-    def call(name: str) -> None:
-        conn.send(name)
-        conn.recv()
-
-    names = [f"CT2 {kind} {search}" for kind in ("float32", "int8") for search in ("greedy", "beam5")]
-    return {name: functools.partial(call, name) for name in names}
-
-
-def ctranslate2_ratios(seconds: dict[str, float]) -> dict[str, float]:
-    """Our time over CTranslate2's (above 1: CTranslate2 is faster), printed and returned."""
-    ratios = {}
-    for compute_type in ("float32", "int8"):
-        for search in ("greedy", "beam5"):
-            if f"CT2 {compute_type} {search}" in seconds:
-                ratio = seconds[f"ours {search}"] / seconds[f"CT2 {compute_type} {search}"]
-                ratios[f"ours_over_ct2_{compute_type}_{search}"] = round(ratio, 3)
-    if ratios:
-        print("ours / CT2 time: " + ", ".join(f"{k[len('ours_over_ct2_') :]} {v:.2f}x" for k, v in ratios.items()))
-    return ratios
-
-
-def cases(args: argparse.Namespace) -> dict[str, Callable]:
-    """The timed calls: ours (cached, and uncached unless --no-uncached) and HF's, on one random batch."""
-    size, vocab, out_len = args.size, args.vocab, args.out_len
-    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
-    torch.manual_seed(0)
-    src = torch.randint(3, vocab, (args.batch, args.src_len), device=device)
-    model = ours(size, vocab).to(device, dtype)
-    # each timed call makes and packs its own inference copy (a translator makes one for all its searches)
-    greedy = dict(bos_id=BOS_ID, eos_id=-1, max_len=out_len)
-    beam5 = dict(greedy, beam_size=5)
-    runs = {
-        "ours greedy": lambda: greedy_decode(inference_copy(model), src, **greedy),
-        "ours beam5": lambda: beam_search(inference_copy(model), src, **beam5),
-    }
-    if args.unpacked:
-        runs["ours greedy (unpacked)"] = without_onednn(runs["ours greedy"])
-        runs["ours beam5 (unpacked)"] = without_onednn(runs["ours beam5"])
-    if not args.no_uncached:
-        runs["ours greedy (no cache)"] = lambda: greedy_decode(inference_copy(model), src, **greedy, use_cache=False)
-        runs["ours beam5 (no cache)"] = lambda: beam_search(inference_copy(model), src, **beam5, use_cache=False)
-    hf = marian(size, vocab, dropout=0.0)
-    if hf is not None:
-        hf = hf.to(device, dtype).eval()
-        runs["HF greedy"] = hf_generate(hf, src, 1, out_len)
-        runs["HF beam5"] = hf_generate(hf, src, 5, out_len)
-    if device.type == "cpu" and args.dtype == "float32":
-        runs |= ctranslate2_cases(model, src, args)
-    return runs
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        try:
+            text = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        except OSError:
+            text = ""
+    name = re.search(r"^model name\s*:\s*(.+)$", text, re.M | re.I)
+    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M | re.I)
+    have = set(flags.group(1).split()) if flags else set()
+    return (name.group(1).strip() if name else "unknown CPU"), [isa for isa, flag in ISA.items() if flag in have]
 
 
 def measure(runs: dict[str, Callable], rounds: int, device: torch.device) -> dict[str, float]:
@@ -236,56 +123,137 @@ def products(args: argparse.Namespace) -> None:
             print(f"{rows:5} {name:14} " + " ".join(f"{gflops[p]:9.0f}" for p in names) + f"  {ratios}")
 
 
+def plan(args: argparse.Namespace, engines: set[str]) -> list[Case]:
+    """Every case, cell by cell (size, strategy, batch), each cell's engines one after the other."""
+    ct2 = [("ctranslate2", p) for p in CT2_PRECISIONS if "ctranslate2" in engines]
+    hf = [("marianmt", p) for p in (args.precisions if args.device != "cpu" else ["fp32"]) if p in DTYPES]
+    rows = [*(("ours", p) for p in args.precisions), *ct2, *(hf if "marianmt" in engines else [])]
+    cases = []
+    for size in args.size:
+        for strategy in ("greedy", "beam"):
+            for batch in args.batch:
+                cases += [Case(engine, p, size, strategy, batch) for engine, p in rows]
+                cases += [Case("ours", "fp32", size, strategy, batch, v) for v in args.variants]
+    return cases
+
+
+def prepare(args: argparse.Namespace, folder: Path, ct2: bool) -> Setup:
+    """Our weights for each size (and their CTranslate2 export) in `folder`, and the random sentences."""
+    torch.manual_seed(0)
+    for size in args.size:
+        model = ours(size, args.vocab)
+        torch.save(model.state_dict(), folder / f"{size}.pt")
+        if ct2:
+            from omegaconf import OmegaConf
+
+            from transformer.export.ctranslate2 import CheckpointConverter
+
+            vocab = Pieces(args.vocab)
+            config = OmegaConf.create({"model": asdict(model.config)})
+            ckpt = SimpleNamespace(model=model, config=config, tokenizer=SimpleNamespace(src=vocab, tgt=vocab))
+            CheckpointConverter(ckpt).convert(str(folder / f"ct2_{size}"), force=True)
+    sentences = max(*args.batch, args.latency_sentences)
+    src = torch.randint(3, args.vocab, (sentences, args.src_len)).tolist()
+    threads = args.threads or torch.get_num_threads()
+    return Setup(
+        str(folder), tuple(map(tuple, src)), args.vocab, args.out_len, args.latency_sentences, threads, args.device
+    )
+
+
+def label(case: Case) -> str:
+    return " ".join(filter(None, [case.engine, case.precision, case.variant and f"({case.variant})"]))
+
+
+def cell_value(case: Case, seconds: float, setup: Setup) -> str:
+    """Sentences per second; at batch 1 also milliseconds per sentence."""
+    n = setup.sentences(case.batch)
+    return f"{n / seconds:.1f}" + (f" ({1000 * seconds / n:.0f} ms)" if case.batch == 1 else "")
+
+
+def report(seconds: dict[Case, float], setup: Setup, args: argparse.Namespace) -> dict:
+    """Print the table (a row per cell, a column per engine) and return the JSON object."""
+    name, isa = cpu_description()
+    default = default_precision()
+    print(
+        f"CPU: {name}; {', '.join(isa) or 'none of ' + '/'.join(ISA)}; torch kernels: "
+        f"{torch.backends.cpu.get_cpu_capability()}; {setup.threads} threads; device {setup.device}"
+    )
+    print(
+        f"source {args.src_len} tokens, output {setup.out_len} tokens (EOS disabled), vocabulary {setup.vocab}, "
+        f"median of {args.rounds} rounds; batch 1: {setup.latency_sentences} sentences one by one; sentences/s"
+    )
+    columns = list(dict.fromkeys(label(case) for case in seconds))
+    widths = [max(16, len(c)) for c in columns]
+    print(
+        " | ".join(
+            [
+                f"{'size, search, batch':20}",
+                *(f"{c:>{w}}" for c, w in zip(columns, widths)),
+                f"ours {default} / ctranslate2 int8",
+            ]
+        )
+    )
+    for cell in dict.fromkeys((case.size, case.strategy, case.batch) for case in seconds):
+        here = {label(case): case for case in seconds if (case.size, case.strategy, case.batch) == cell}
+        values = [cell_value(here[c], seconds[here[c]], setup) if c in here else "" for c in columns]
+        ours_case, ct2_case = here.get(f"ours {default}"), here.get("ctranslate2 int8")
+        ratio = f"{seconds[ct2_case] / seconds[ours_case]:.2f}x" if ours_case and ct2_case else ""
+        print(" | ".join([f"{', '.join(map(str, cell)):20}", *(f"{v:>{w}}" for v, w in zip(values, widths)), ratio]))
+    records = [
+        {
+            **{k: getattr(case, k) for k in ("engine", "precision", "size", "strategy", "batch")},
+            "sent_per_s": round(setup.sentences(case.batch) / sec, 2),
+        }
+        for case, sec in seconds.items()
+        if not case.variant
+    ]
+    return {"cpu": name, "records": records, "default_precision": default}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", choices=SIZES, default="small")
-    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--size", nargs="+", choices=SIZES, default=list(SIZES))
+    parser.add_argument("--batch", nargs="+", type=int, default=[32, 1], help="sentences per call; 1: latency")
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS), help="ours")
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--out-len", type=int, default=48)
     parser.add_argument("--vocab", type=int, default=8000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
-    parser.add_argument("--no-uncached", action="store_true", help="skip the slow uncached runs")
-    parser.add_argument("--unpacked", action="store_true", help="also time ours with oneDNN off (F.linear)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-sentences", type=int, default=8, help="sentences of a batch-1 call")
+    parser.add_argument("--threads", type=int, default=0, help="threads of every engine; 0 = torch's default")
+    parser.add_argument("--uncached", action="store_true", help="also time our fp32 search without the KV cache")
+    parser.add_argument("--unpacked", action="store_true", help="also time our fp32 search with oneDNN off (F.linear)")
+    parser.add_argument("--no-marian", action="store_true", help="leave out MarianMT")
+    parser.add_argument(
+        "--quick", action="store_true", help="a tiny run: " + ", ".join(f"{k}={v}" for k, v in QUICK.items())
+    )
     parser.add_argument("--products", action="store_true", help="time the decoder's matrix products alone")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weights of both models")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (CTranslate2 and int8: CPU only)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     args = parser.parse_args()
+    if args.quick:
+        vars(args).update(QUICK)
+    if args.device != "cpu" and "int8" in args.precisions:
+        parser.error("int8 runs on the CPU only; choose --precisions fp32 bf16 with --device cuda")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.products:
-        return products(args)
-    seconds = measure(cases(args), args.rounds, torch.device(args.device))
-    where = torch.cuda.get_device_name() if args.device == "cuda" else f"{torch.get_num_threads()} threads"
-    print(
-        f"{args.size}: batch {args.batch}, source {args.src_len}, output {args.out_len} tokens, "
-        f"{args.dtype}, {where}, median of {args.rounds}"
-    )
-    print(f"{'':24} {'sent/s':>8} {'s/batch':>8}")
-    for name, sec in seconds.items():
-        print(f"{name:24} {args.batch / sec:8.1f} {sec:8.3f}")
-    result = {
-        "size": args.size,
-        "batch": args.batch,
-        "out_len": args.out_len,
-        "device": args.device,
-        "dtype": args.dtype,
-        **{name.replace(" ", "_"): round(args.batch / sec, 2) for name, sec in seconds.items()},
-    }
-    if "HF greedy" in seconds:
-        result["greedy_ratio"] = round(seconds["HF greedy"] / seconds["ours greedy"], 3)
-        result["beam_ratio"] = round(seconds["HF beam5"] / seconds["ours beam5"], 3)
-        print(f"ours / HF: greedy {result['greedy_ratio']:.2f}x, beam5 {result['beam_ratio']:.2f}x")
-    if "ours greedy (no cache)" in seconds:
-        result["kv_speedup"] = round(seconds["ours greedy (no cache)"] / seconds["ours greedy"], 3)
-        result["kv_speedup_beam"] = round(seconds["ours beam5 (no cache)"] / seconds["ours beam5"], 3)
-        print(f"KV cache speed-up: greedy {result['kv_speedup']:.2f}x, beam5 {result['kv_speedup_beam']:.2f}x")
-    if "ours greedy (unpacked)" in seconds:
-        result["packed_speedup"] = round(seconds["ours greedy (unpacked)"] / seconds["ours greedy"], 3)
-        result["packed_speedup_beam"] = round(seconds["ours beam5 (unpacked)"] / seconds["ours beam5"], 3)
-        print(f"packed weights: greedy {result['packed_speedup']:.2f}x, beam5 {result['packed_speedup_beam']:.2f}x")
-    result |= ctranslate2_ratios(seconds)
+        return products(argparse.Namespace(**{**vars(args), "size": args.size[0], "batch": args.batch[0]}))
+    args.variants = [v for v, on in (("no cache", args.uncached), ("unpacked", args.unpacked)) if on]
+    engines = {"ours"}
+    if args.device == "cpu" and importlib.util.find_spec("ctranslate2"):
+        engines.add("ctranslate2")
+    if not args.no_marian and importlib.util.find_spec("transformers"):
+        engines.add("marianmt")
+    with tempfile.TemporaryDirectory(prefix="bench_decoding_") as folder:
+        setup = prepare(args, Path(folder), "ctranslate2" in engines)
+        with Engines(engines, setup) as processes:  # each waits for its own device: time as on the CPU
+            runs = {case: functools.partial(processes.run, case) for case in plan(args, engines)}
+            try:
+                seconds = measure(runs, args.rounds, torch.device("cpu"))
+            except EngineError as failure:
+                parser.exit(2, f"error: {failure}\n")
+    result = report(seconds, setup, args)
     if args.json:
         print(json.dumps(result))
 

@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 
 from tests.conftest import tiny_model
+from transformer.cache import DecoderCache
 from transformer.config import DecodingConfig
 from transformer.decoding import Hypothesis, SearchOptions, beam_search, greedy_decode, search
 
@@ -65,6 +66,53 @@ def test_beam_cached_equals_uncached(eos):
         for a, b in zip(hc, hu):
             assert a.score == pytest.approx(b.score, abs=1e-5)
             torch.testing.assert_close(torch.tensor(a.token_scores), torch.tensor(b.token_scores), atol=1e-5, rtol=0)
+
+
+class RowCounter:
+    """`model` for the search, noting how many rows each decoder step gets and keeping the last cache."""
+
+    def __init__(self, model):
+        self.model, self.rows, self.cache = model, [], None
+        self.pad_id, self.max_positions = model.pad_id, model.max_positions
+
+    def eval(self):
+        return self
+
+    def encode(self, src):
+        return self.model.encode(src)
+
+    def init_cache(self, memory, group, max_len):
+        self.cache = self.model.init_cache(memory, group, max_len)
+        return self.cache
+
+    def decode(self, tgt_in, memory, src_mask, cache=None):
+        self.rows.append(tgt_in.size(0))
+        return self.model.decode(tgt_in, memory, src_mask, cache)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_beam_decodes_one_row_per_sentence_first_then_its_hypotheses(use_cache):
+    counter, src = RowCounter(tiny_model(seed=4)), batch_src(4)
+    hypotheses(counter, src, 6, beam_size=3, eos_id=-1, use_cache=use_cache)
+    assert counter.rows == [4] + [4 * 3] * 5
+    if use_cache:
+        assert counter.cache.buffer.size(0) == 4 * 3  # grown once, at the fan-out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_cache_reorder_keeps_the_rows_asked_for(seed):
+    """Fan-out, shuffles with repeats, the identity and shrinking, as `index_select` of the held rows would give."""
+    g = torch.Generator().manual_seed(seed)
+    cross = torch.zeros(2, 1, 3, 2)  # 2 sentences, 1 head, 3 source positions, head size 2
+    cache = DecoderCache([(cross, cross)], group=1, max_len=5)
+    expected = torch.randn(2, 2, 1, 1, 2, generator=g)  # (rows, 2·layers, H, filled, Dh)
+    cache.buffer[:, :, :, :1] = expected
+    cache.advance()
+    fan_out, shuffle = torch.tensor([0, 0, 0, 1, 1, 1]), torch.randint(0, 6, (6,), generator=g)
+    for rows in (fan_out, shuffle, torch.arange(6), torch.randint(0, 6, (3,), generator=g)):
+        expected = expected.index_select(0, rows)
+        cache.reorder(rows)
+        torch.testing.assert_close(cache.buffer[: cache.rows, :, :, : cache.filled], expected, rtol=0, atol=0)
 
 
 def assert_beam_one_equals_greedy(model, src):

@@ -2,14 +2,17 @@
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import datasets
 import numpy as np
 import torch
 from torch import Tensor
 
 from transformer.mixture import Corpus, corpus_index, epoch_counts, epoch_positions
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+if TYPE_CHECKING:  # importing datasets takes seconds; translating needs none of it
+    import datasets
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ class TrainBatches:
 
     def __init__(
         self,
-        ds: datasets.Dataset,
+        ds: "datasets.Dataset",
         rows: np.ndarray,
         lengths: np.ndarray,
         batch_tokens: int,
@@ -105,7 +108,7 @@ class TrainBatches:
     @classmethod
     def from_dataset(
         cls,
-        ds: datasets.Dataset,
+        ds: "datasets.Dataset",
         max_len: int,
         batch_tokens: int,
         seed: int,

@@ -65,15 +65,29 @@ class _Pool:
         return out
 
 
+def _candidates(scores: Tensor, logp: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The `n` best extensions of each sentence's W hypotheses, best first: their scores, the new token's
+    log-probability, the token and the row extended, each (B, ≤n).
+
+    Only a row's own `n` best tokens can be among its sentence's `n` best, so no top-k spans W × vocabulary.
+    """
+    batch, width = scores.shape  # (B, W); logp (B·W, V)
+    row_logp, row_tok = logp.topk(min(n, logp.size(1)), dim=1)  # (B·W, n')
+    cand = (scores.view(-1, 1) + row_logp).view(batch, -1)  # (B, W·n'), hypothesis-major
+    top_scores, idx = cand.topk(min(n, cand.size(1)), dim=1)  # (B, ≤n)
+    rows = torch.arange(batch, device=logp.device)[:, None] * width + idx // row_logp.size(1)
+    return top_scores, row_logp.view(batch, -1).gather(1, idx), row_tok.view(batch, -1).gather(1, idx), rows
+
+
 def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor) -> list[list[Hypothesis]]:
     """Beam search; for each sentence the `n_best` best finished hypotheses, best first.
 
-    Each step ranks all beam × vocabulary extensions of a sentence. Extensions
-    ending in EOS among the top `beam_size` are finished and set aside; the best
-    `beam_size` others continue. A sentence stops once it has `n_best` finished
-    hypotheses and no live one can still beat them; at its length limit every
-    live hypothesis is finished as it stands. Scores are log-probabilities
-    divided by `penalty_divisor(length incl. EOS, α=length_penalty, kind)`.
+    Each step ranks the extensions of a sentence's hypotheses (one, the empty one,
+    at the first step). Extensions ending in EOS among the top `beam_size` are
+    finished and set aside; the best `beam_size` others continue. A sentence stops
+    once it has `n_best` finished hypotheses and no live one can still beat them;
+    at its length limit every live hypothesis is finished as it stands. Scores are
+    log-probabilities divided by `penalty_divisor(length incl. EOS, α=length_penalty, kind)`.
     """
     k, batch, device, eos_id = options.beam_size, src.size(0), src.device, options.eos_id
     longest = int(limit.max())
@@ -82,42 +96,36 @@ def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor
     divisor = divisor.to(device)
     # A live hypothesis' log-probability only falls, so its best possible score is
     # its current one over the largest divisor it could still reach.
-    best_divisor = divisor.cummax(0).values[limit - 1]  # (B,)
-    search = SearchState(model, src, options, k, longest)
+    best_divisor = divisor.cummax(0).values[limit - 1]  # (B,), as `limit`: per sentence still searched
+    search = SearchState(model, src, options, longest)
     pool = _Pool(batch, options.n_best, longest, model.pad_id, device)
-    scores = torch.full((batch, k), NEG_INF, device=device)
-    scores[:, 0] = 0.0  # only the first beam is live at the start
+    scores = torch.zeros(batch, 1, device=device)  # (B, W): the live hypotheses' log-probabilities
+    may_finish = torch.arange(2 * k, device=device) < k  # by rank: only the top K candidates finish
     active = torch.arange(batch, device=device)  # original sentence of each batch position
     results: list[list[Hypothesis]] = [[] for _ in range(batch)]
     for t in range(longest):
-        logp = search.step()  # (B·K, V)
-        n, vocab = scores.size(0), logp.size(-1)
-        cand = (scores[:, :, None] + logp.view(n, k, vocab)).view(n, k * vocab)
-        top_scores, top_idx = cand.topk(min(2 * k, k * vocab), dim=1)  # (B, 2K), best first
-        top_logp = logp.view(n, k * vocab).gather(1, top_idx)
-        top_tok = top_idx % vocab
-        rows = torch.arange(n, device=device)[:, None] * k + top_idx // vocab  # (B, 2K)
+        top_scores, top_logp, top_tok, rows = _candidates(scores, search.step(), 2 * k)  # (B, C), C ≤ 2K
         is_eos = top_tok == eos_id
-        last = limit[active] == t + 1  # (B,)
-        rank = torch.arange(top_idx.size(1), device=device)
-        finishing = (is_eos | last[:, None]) & (rank < k) & (top_scores > NEG_INF)
+        last = limit == t + 1  # (B,)
+        finishing = (is_eos | last[:, None]) & may_finish[: top_scores.size(1)] & (top_scores > NEG_INF)
         if finishing.any():
-            tokens = torch.cat([search.prefix[rows, 1 : t + 1], top_tok[:, :, None]], dim=2)  # (B, 2K, t+1)
+            tokens = torch.cat([search.prefix[rows, 1 : t + 1], top_tok[:, :, None]], dim=2)  # (B, C, t+1)
             token_scores = torch.cat([search.logprobs[rows, :t], top_logp[:, :, None]], dim=2)
             pool.add(torch.where(finishing, top_scores / divisor[t], NEG_INF), top_scores, tokens, token_scores)
         order = is_eos.to(torch.int8).argsort(dim=1, stable=True)[:, :k]  # the K best non-EOS, by rank
-        next_scores = top_scores.gather(1, order)
-        bound = next_scores[:, 0] / best_divisor[active]
-        done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= bound))
-        for b in done.nonzero().flatten().tolist():
-            results[int(active[b])] = pool.hypotheses(b, eos_id)
-        keep = (~done).nonzero().flatten()
-        if keep.numel() == 0:
-            break
-        shrink = keep if keep.numel() < n else None
-        search.select(rows.gather(1, order)[keep].flatten(), shrink)
-        search.append(top_tok.gather(1, order)[keep].flatten(), top_logp.gather(1, order)[keep].flatten())
-        scores, active = next_scores[keep], active[keep]
-        if shrink is not None:
+        scores = top_scores.masked_fill(is_eos, NEG_INF).gather(1, order)  # (B, K); an EOS never continues
+        rows, tokens, logprobs = rows.gather(1, order), top_tok.gather(1, order), top_logp.gather(1, order)
+        done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= scores[:, 0] / best_divisor))
+        keep = None  # every sentence goes on
+        if done.any():
+            for b in done.nonzero().flatten().tolist():
+                results[int(active[b])] = pool.hypotheses(b, eos_id)
+            keep = (~done).nonzero().flatten()
+            if keep.numel() == 0:
+                break
+            per_sentence = (scores, rows, tokens, logprobs, active, limit, best_divisor)
+            scores, rows, tokens, logprobs, active, limit, best_divisor = (x[keep] for x in per_sentence)
             pool.keep(keep)
+        search.select(rows.flatten(), keep)
+        search.append(tokens.flatten(), logprobs.flatten())
     return results

@@ -123,11 +123,12 @@ def fetch(cfg: DataConfig, splits: list[str]) -> dict[str, ParallelFiles]:
     for pair in files.values():
         for path in (pair.src, pair.tgt):
             if not path.exists():
-                _obtain(cfg, path)
+                obtain(cfg, path)
     return files
 
 
-def _obtain(cfg: DataConfig, path: Path) -> None:
+def obtain(cfg: DataConfig, path: Path) -> None:
+    """Put the corpus file `path` (in `cfg.dir`) in place: a copy from `cfg.mirror`, else a download of `cfg.url`."""
     if cfg.dir is None or path.parent != Path(cfg.dir):
         raise UserError(f"missing corpus file {path}; check the data.* paths")
     mirror = Path(cfg.mirror) / path.name if cfg.mirror else None

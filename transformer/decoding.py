@@ -59,8 +59,8 @@ def _one_best(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: T
     longest = int(limit.max()) if batch else 0
     out = torch.full((batch, longest), model.pad_id, dtype=torch.long, device=src.device)
     scores = torch.zeros(batch, longest, device=src.device)
-    search = SearchState(model, src, options, 1, longest)
-    active = torch.arange(batch, device=src.device)  # original index of each row
+    search = SearchState(model, src, options, longest)
+    active = torch.arange(batch, device=src.device)  # original index of each row; `limit` is per row too
     steps = 0
     for t in range(longest):
         logp = search.step()
@@ -69,12 +69,12 @@ def _one_best(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: T
         out[active, t], scores[active, t] = tokens, chosen
         steps = t + 1
         search.append(tokens, chosen)
-        running = ((tokens != eos_id) & (limit[active] > t + 1)).nonzero().squeeze(1)
+        running = ((tokens != eos_id) & (limit > t + 1)).nonzero().squeeze(1)
         if running.numel() == 0:
             break
         if running.numel() < active.numel():
             search.select(running, running)
-            active = active[running]
+            active, limit = active[running], limit[running]
     return out[:, :steps], scores[:, :steps]
 
 

@@ -16,7 +16,8 @@ class SearchCache(Protocol):
     """A decoder's state across search steps (`cache.DecoderCache`, `rnn.RNNCache`)."""
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
-        """Keep `rows` (N',) in that order; `sentences` shrinks the per-sentence parts when some leave the batch."""
+        """Keep `rows` (N',) in that order, repeats allowed (N' may exceed N: beam search decodes one row per
+        sentence first, then its hypotheses); `sentences` shrinks the per-sentence parts when some leave the batch."""
         ...
 
 
@@ -32,7 +33,7 @@ class Seq2SeqModel(Protocol):
         ...
 
     def init_cache(self, memory: Tensor, group: int, max_len: int) -> SearchCache:
-        """A cache for `group` hypotheses per sentence of `memory`, up to `max_len` steps."""
+        """A cache for `group` hypotheses per sentence of `memory` (the search asks for 1), up to `max_len` steps."""
         ...
 
     def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: Any = None) -> Tensor:

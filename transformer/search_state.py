@@ -83,18 +83,18 @@ def limits(max_len: int | Tensor, batch: int, device: torch.device) -> Tensor:
 class SearchState:
     """Encoder output, optional cache and prefixes for a batch of rows (hypotheses).
 
-    Rows are `group` hypotheses per source sentence, sentence-major.
+    There is one row per source sentence at first; `select` keeps, repeats or drops rows
+    (beam search fans each sentence out to its hypotheses, sentence-major).
     """
 
-    def __init__(self, model: Seq2SeqModel, src: Tensor, options: SearchOptions, group: int, max_len: int):
+    def __init__(self, model: Seq2SeqModel, src: Tensor, options: SearchOptions, max_len: int):
         self.model, self.eos_id = model, options.eos_id
         self.memory, self.src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
-        self.cache: SearchCache | None = model.init_cache(self.memory, group, max_len) if options.use_cache else None
-        rows = src.size(0) * group
-        self.prefix = torch.full((rows, max_len + 1), options.bos_id, dtype=torch.long, device=src.device)
-        self.logprobs = torch.zeros(rows, max_len, device=src.device)  # per generated token
+        self.cache: SearchCache | None = model.init_cache(self.memory, 1, max_len) if options.use_cache else None
+        self.prefix = torch.full((src.size(0), max_len + 1), options.bos_id, dtype=torch.long, device=src.device)
+        self.logprobs = torch.zeros(src.size(0), max_len, device=src.device)  # per generated token
         self.length = 1  # filled prefix positions, BOS included
-        self.banned = [options.bos_id, model.pad_id]
+        self.banned = torch.tensor([options.bos_id, model.pad_id], device=src.device)
         self.min_len, self.ngram = options.min_len, options.no_repeat_ngram_size
 
     def step(self) -> Tensor:
@@ -103,7 +103,7 @@ class SearchState:
         tgt_in = prefix[:, -1:] if self.cache is not None else prefix
         logits = self.model.decode(tgt_in, self.memory, self.src_mask, self.cache)
         logp = torch.log_softmax(logits[:, -1].float(), dim=-1)
-        logp[:, self.banned] = NEG_INF
+        logp.index_fill_(1, self.banned, NEG_INF)
         if self.length - 1 < self.min_len and 0 <= self.eos_id < logp.size(1):
             logp[:, self.eos_id] = NEG_INF
         if self.ngram > 0 and self.length >= self.ngram:
@@ -124,7 +124,7 @@ class SearchState:
         self.length += 1
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
-        """Keep `rows` (and, when the batch shrinks, their `sentences`) in that order."""
+        """Keep `rows` (indices into the current rows, repeats allowed) and, when the batch shrinks, `sentences`."""
         self.prefix = self.prefix.index_select(0, rows)
         self.logprobs = self.logprobs.index_select(0, rows)
         if sentences is not None:

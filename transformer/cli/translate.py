@@ -23,7 +23,6 @@ from transformer.corpus import decode_line, raw_lines
 from transformer.engines import load_engine
 from transformer.ensemble import checkpoint_paths
 from transformer.errors import UserError
-from transformer.plotting import attention_figure, save_figure
 from transformer.splitting import split_line
 from transformer.translator import Translator
 
@@ -82,6 +81,8 @@ def translate_paragraphs(translator: Translator, lines: list[str]) -> None:
 
 def plot_attention(translator: Translator, results: list, directory: Path, layer: int | None) -> None:
     """One cross-attention heatmap PNG per translated line: DIR/0001.png, DIR/0002.png, ..."""
+    from transformer.plotting import attention_figure, save_figure  # matplotlib: seconds of start-up, only here
+
     for number, (src_ids, hyps) in enumerate(results, start=1):
         if hyps:
             fig = attention_figure(translator.model, translator.tokenizer, src_ids, hyps[0].tokens, layer)

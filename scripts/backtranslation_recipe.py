@@ -1,0 +1,245 @@
+"""The back-translation recipe (issue #38) as one resumable command: `make train-bt` (fr->en), `make train-st` (en->fr).
+
+Stages, each in its own folder under PARENT (default outputs/train_bt or outputs/train_st):
+  bt  1. reverse/    an en->fr model (+experiment=multi30k_cpu_enfr)
+      2. synthetic/  the monolingual English (Multi30k Task 2 captions) translated by it: a fr->en corpus of
+                     synthetic French and real English (transformer-backtranslate)
+      3. final/      fr->en (+experiment=multi30k_cpu_fren) on Multi30k plus the tagged synthetic pairs
+         finetune/   optional (--finetune-minutes N): final fine-tuned on Multi30k alone (trainer.init_from)
+      4. average     the last N checkpoints of the last training run (transformer-average)
+      5. results     every test set, beam 5, into PARENT/results.md (transformer-results)
+  st  the same in en->fr: teacher/ is the en->fr model, whose own French for the captions becomes extra en->fr
+      pairs (self-training / forward translation, He et al. 2020) for an en->fr final/.
+
+A stage is finished when PARENT/STAGE.done exists (written atomically once its command exits 0; it holds the
+stage's wall-clock and steps, gathered in PARENT/pipeline.json). A rerun skips finished stages and continues an
+interrupted one: a training folder with a last checkpoint is relaunched with trainer.resume=true (a fine-tuning
+resumes by itself), and back-translation continues at its last chunk. Each stage's output goes to PARENT/STAGE.log.
+Choose the options (decoding, weight, tag, fine-tuning) on val, never on a test set.
+
+    python scripts/backtranslation_recipe.py --mode bt --dry-run
+    python scripts/backtranslation_recipe.py --mode bt --weight 0.5 model.dropout=0.2 --mono a.en b.en
+
+Overrides (KEY=VALUE) go to every training stage; give them before --mono.
+"""
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformer.config import DataConfig
+from transformer.files import atomic_write_text
+
+# The transformer modules that import torch (corpus, checkpoint, backtranslation) are imported where they are
+# needed, so that --help, --dry-run and a rerun of a finished pipeline start at once.
+
+TASK2 = "multi30k_task2"
+TASK2_URL = (
+    "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a"
+    "/data/task2/raw/{split}.{lang}.gz"
+)
+TASK2_FILES = [f"train.{k}.en.gz" for k in range(1, 6)]
+DECODINGS = sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "decoding").glob("*.yaml"))
+
+
+class StageFailed(Exception):
+    """A stage's command failed, or its input could not be obtained; the message names the stage and its log."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the pipeline: its command, and how it continues when it was interrupted."""
+
+    name: str
+    what: str  # the progress line's description
+    command: list[str]
+    run_dir: Path | None = None  # a transformer-train run folder: its steps are recorded
+    resume: list[str] = field(default_factory=list)  # added to the command when run_dir holds a last checkpoint
+    before: Callable[[], None] | None = None  # run first (e.g. fetch the input files)
+
+
+def console(name: str) -> str:
+    """A console script of this project: the one beside this Python, else found on PATH."""
+    path = Path(sys.executable).parent / name
+    return str(path) if path.exists() else name
+
+
+def task2_files(data_dir: Path) -> list[Path]:
+    """The five Multi30k Task 2 English caption files (in data_dir)."""
+    return [data_dir / name for name in TASK2_FILES]
+
+
+def fetch_task2(data_dir: Path, shared_dir: str) -> None:
+    """Put the Task 2 files in data_dir: copied from shared_dir/multi30k_task2, else downloaded."""
+    from transformer.corpus import obtain
+    from transformer.errors import UserError
+
+    cfg = DataConfig(name=TASK2, dir=str(data_dir), mirror=f"{shared_dir}/{TASK2}", url=TASK2_URL)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        for path in task2_files(data_dir):
+            if not path.exists():
+                obtain(cfg, path)
+    except UserError as err:
+        raise StageFailed(f"stage synthetic: {err}") from None
+
+
+def training(args: argparse.Namespace, experiment: str, folder: str, minutes: float, *extra: str) -> list[str]:
+    """A transformer-train command for one run folder under the parent."""
+    return [
+        console("transformer-train"),
+        f"+experiment={experiment}",
+        f"trainer.max_minutes={minutes:g}",
+        *extra,
+        f"hydra.run.dir={args.parent / folder}",
+        *args.overrides,
+    ]
+
+
+def extra_corpus(args: argparse.Namespace) -> list[str]:
+    """The synthetic corpus as `data.extra_train.TAG` of the final run: reversed again for self-training."""
+    synthetic, key = args.parent / "synthetic", f"+data.extra_train.{args.mode}"
+    if args.mode == "bt":
+        files = [f"{key}.dir={synthetic}"]
+    else:  # the folder is a fr->en corpus (the model's French, the original English); st trains en->fr on it
+        files = [f"{key}.src={synthetic / 'train.en'}", f"{key}.tgt={synthetic / 'train.fr'}"]
+    tag = [f"{key}.tag={args.tag}"] if args.tag else []
+    return [*files, *tag, f"{key}.weight={args.weight:g}"]
+
+
+def plan(args: argparse.Namespace) -> list[Stage]:
+    """The stages of this run, in order."""
+    parent, first = args.parent, "reverse" if args.mode == "bt" else "teacher"
+    bt = args.mode == "bt"
+    final_experiment, final_pair = ("multi30k_cpu_fren", "fr->en") if bt else ("multi30k_cpu_enfr", "en->fr")
+    mono = args.mono or task2_files(args.data_dir)
+    fetch = None if args.mono else lambda: fetch_task2(args.data_dir, args.shared_dir)
+    verb = "back" if bt else "forward"
+    stages = [
+        Stage(first, f"training en->fr for {args.enfr_minutes:g} min",
+              training(args, "multi30k_cpu_enfr", first, args.enfr_minutes), parent / first, ["trainer.resume=true"]),
+        Stage("synthetic", f"{verb}-translating {len(mono)} file(s) ({args.decoding})",
+              [console("transformer-backtranslate"), f"checkpoint={parent / first}",
+               f"input=[{','.join(map(str, mono))}]", f"output={parent / 'synthetic'}", f"decoding={args.decoding}"],
+              before=fetch),
+        Stage("final", f"training {final_pair} with the synthetic pairs for {args.final_minutes:g} min",
+              training(args, final_experiment, "final", args.final_minutes, *extra_corpus(args)),
+              parent / "final", ["trainer.resume=true"]),
+    ]
+    if args.finetune_minutes > 0:  # a relaunch of an init_from run folder resumes it by itself
+        stages.append(Stage("finetune", f"fine-tuning final/ on Multi30k for {args.finetune_minutes:g} min",
+                            training(args, final_experiment, "finetune", args.finetune_minutes,
+                                     f"trainer.init_from={parent / 'final'}"), parent / "finetune"))
+    last_run = stages[-1].run_dir
+    models = [str(parent / "final"), *([str(last_run)] if args.finetune_minutes > 0 else [])]
+    if args.average > 0:
+        averaged = last_run / "checkpoints" / f"avg_last{args.average}.safetensors"
+        stages.append(Stage("average", f"averaging the last {args.average} checkpoints of {last_run.name}/",
+                            [console("transformer-average"), f"checkpoints=[{last_run}]", f"last={args.average}",
+                             f"output={averaged}"]))
+        models.append(str(averaged))
+    stages.append(Stage("results", f"evaluating {len(models)} model(s) on every test set, beam 5",
+                        [console("transformer-results"), f"checkpoints=[{','.join(models)}]", "decodings=[beam]",
+                         f"output={parent / 'results.md'}"]))
+    return stages
+
+
+def counts(stage: Stage, parent: Path) -> dict[str, int]:
+    """What a finished stage made: a training run's steps (from its last checkpoint), the sentences translated."""
+    if stage.run_dir is not None:
+        from transformer.checkpoint import read_metadata
+
+        return {"steps": int(read_metadata(stage.run_dir / "checkpoints" / "last.safetensors")["step"])}
+    if stage.name == "synthetic":
+        from transformer.backtranslation import read_manifest
+
+        return {"sentences": int(read_manifest(parent / "synthetic")["lines"]["kept"])}
+    return {}
+
+
+def run_stage(stage: Stage, parent: Path, prefix: str) -> None:
+    """Run one stage unless its marker says it is finished; then write the marker."""
+    marker, log_path = parent / f"{stage.name}.done", parent / f"{stage.name}.log"
+    if marker.exists():
+        print(f"{prefix} {stage.name}: finished before, skipped", flush=True)
+        return
+    resumed = stage.run_dir is not None and (stage.run_dir / "checkpoints" / "last.safetensors").exists()
+    command = [*stage.command, *stage.resume] if resumed else stage.command
+    if stage.before is not None:
+        stage.before()
+    print(f"{prefix} {stage.name}: {stage.what}{' (continuing)' if resumed else ''} ...", end=" ", flush=True)
+    start = time.monotonic()
+    with open(log_path, "a") as log:
+        returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+    minutes = (time.monotonic() - start) / 60
+    if returncode != 0:
+        print("failed", flush=True)
+        raise StageFailed(f"stage {stage.name} failed (exit {returncode}); see {log_path}")
+    made = counts(stage, parent)
+    record = {"minutes": round(minutes, 2), "resumed": resumed, **made, "log": str(log_path), "command": command}
+    atomic_write_text(marker, json.dumps(record, indent=2) + "\n")
+    detail = "".join(f", {value:,} {key}" for key, value in made.items())
+    print(f"done in {minutes:.1f} min{detail}", flush=True)
+
+
+def write_summary(args: argparse.Namespace, stages: list[Stage]) -> None:
+    """PARENT/pipeline.json: the mode and each finished stage's record (wall-clock, steps, command)."""
+    done = {s.name: json.loads((args.parent / f"{s.name}.done").read_text()) for s in stages
+            if (args.parent / f"{s.name}.done").exists()}
+    summary = {"mode": args.mode, "stages": done}
+    atomic_write_text(args.parent / "pipeline.json", json.dumps(summary, indent=2) + "\n")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mode", choices=["bt", "st"], default="bt",
+                   help="bt: back-translation for fr->en; st: self-training for en->fr")
+    p.add_argument("--parent", type=Path, help="the stages' folder (default outputs/train_MODE)")
+    p.add_argument("--enfr-minutes", type=float, default=35, help="the en->fr model's budget (reverse or teacher)")
+    p.add_argument("--final-minutes", type=float, default=55, help="the final training's budget (the make train one)")
+    p.add_argument("--finetune-minutes", type=float, default=0, help="fine-tune final/ on Multi30k alone; 0 = no")
+    p.add_argument("--decoding", choices=DECODINGS, default="beam", help="how the synthetic side is decoded")
+    p.add_argument("--tag", help="the synthetic corpus's tag; '' for none (default: the mode's name)")
+    p.add_argument("--weight", type=float, default=1.0, help="the synthetic corpus's data.extra_train weight")
+    p.add_argument("--average", type=int, default=3, help="average the last N checkpoints (trainer.keep_last); 0 = no")
+    p.add_argument("--shared-dir", default=DataConfig.shared_dir, help="where multi30k_task2/ is looked for")
+    p.add_argument("--data-dir", type=Path, default=Path("data") / TASK2, help="where the Task 2 files are put")
+    p.add_argument("--mono", type=Path, nargs="+", help="monolingual English files instead of the Task 2 captions")
+    p.add_argument("--dry-run", action="store_true", help="print the stages' commands and run nothing")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides for every training stage")
+    args = p.parse_intermixed_args(argv)
+    args.parent = args.parent or Path("outputs") / f"train_{args.mode}"
+    args.tag = args.mode if args.tag is None else args.tag
+    missing = [str(path) for path in args.mono or [] if not path.is_file()]
+    if missing:
+        p.exit(2, f"error: --mono {missing[0]} is no file (give the overrides before --mono)\n")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    stages = plan(args)
+    if args.dry_run:
+        for i, stage in enumerate(stages, start=1):
+            done = " (finished)" if (args.parent / f"{stage.name}.done").exists() else ""
+            print(f"[{i}/{len(stages)}] {stage.name}{done}: {shlex.join(stage.command)}")
+        return
+    args.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        for i, stage in enumerate(stages, start=1):
+            run_stage(stage, args.parent, f"[{i}/{len(stages)}]")
+            write_summary(args, stages)
+    except StageFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    print(f"results in {args.parent / 'results.md'}; wall-clock and steps in {args.parent / 'pipeline.json'}")
+
+
+if __name__ == "__main__":
+    main()

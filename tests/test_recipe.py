@@ -1,0 +1,132 @@
+"""scripts/backtranslation_recipe.py: the stages run in order, finished ones are skipped, an interrupted one resumes."""
+
+import gzip
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_corpus
+
+ROOT = Path(__file__).parents[1]
+SCRIPT = ROOT / "scripts" / "backtranslation_recipe.py"
+STAGES = ["reverse", "synthetic", "final", "finetune", "average", "results"]
+
+
+def recipe(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def toy_overrides(tmp: Path) -> list[str]:
+    """Training overrides on the toy corpus, either direction (the files are chosen by data.src_lang)."""
+    for name, n, seed, gz in (("train", 300, 1, True), ("val", 20, 2, False), ("test", 20, 3, False)):
+        write_corpus(tmp, name, n, seed, gz)
+    side = {"src": "${data.src_lang}", "tgt": "${data.tgt_lang}"}
+    files = [f"data.train.{k}={tmp}/train.{lang}.gz" for k, lang in side.items()]
+    files += [f"data.val.{k}={tmp}/val.{lang}" for k, lang in side.items()]
+    files += [f"+data.test.toy.{k}={tmp}/test.{lang}" for k, lang in side.items()]
+    return [
+        "data=files", *files, f"data.prepared_dir={tmp / 'prepared'}", "data.tokenizer.vocab_size=60",
+        f"data.shared_dir={tmp / 'no_shared'}", "model=tiny", "trainer.max_steps=2", "trainer.val_every=1",
+        "trainer.batch_tokens=256", "trainer.progress=false",
+    ]
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> dict:
+    """The bt recipe run once on the toy corpus (greedy back-translation of 60 English lines, a fine-tuning)."""
+    tmp = tmp_path_factory.mktemp("recipe")
+    _, mono = write_corpus(tmp, "mono", 60, seed=9)
+    options = ["--parent", str(tmp / "bt"), "--decoding", "greedy", "--finetune-minutes", "1"]
+    args = [*options, *toy_overrides(tmp), "--mono", str(mono)]
+    return {"parent": tmp / "bt", "args": args, "first": recipe(*args)}
+
+
+@pytest.mark.slow
+def test_all_stages_run_in_order_and_are_recorded(pipeline):
+    first, parent = pipeline["first"], pipeline["parent"]
+    assert first.returncode == 0, first.stderr + first.stdout
+    progress = [line for line in first.stdout.splitlines() if line.startswith("[")]
+    assert [line.split()[1].rstrip(":") for line in progress] == STAGES
+    assert all(" done in " in line for line in progress)
+    assert all((parent / f"{stage}.done").is_file() for stage in STAGES)
+    summary = json.loads((parent / "pipeline.json").read_text())
+    assert list(summary["stages"]) == STAGES
+    assert {summary["stages"][run]["steps"] for run in ("reverse", "final", "finetune")} == {2}  # trainer.max_steps
+    assert 0 < summary["stages"]["synthetic"]["sentences"] <= 60
+    manifest = json.loads((parent / "synthetic" / "backtranslation.json").read_text())
+    assert (manifest["src_lang"], manifest["tgt_lang"]) == ("fr", "en") and manifest["inputs"][0].endswith("mono.en")
+    assert "toy" in (parent / "results.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_rerun_skips_every_finished_stage(pipeline):
+    before = {stage: (pipeline["parent"] / f"{stage}.done").stat().st_mtime_ns for stage in STAGES}
+    again = recipe(*pipeline["args"])
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("finished before, skipped") == len(STAGES)
+    assert {stage: (pipeline["parent"] / f"{stage}.done").stat().st_mtime_ns for stage in STAGES} == before
+
+
+@pytest.mark.slow
+def test_an_interrupted_training_stage_resumes(pipeline):
+    parent = pipeline["parent"]
+    for stage in STAGES[2:]:  # as if killed during final/: a run folder, no marker
+        (parent / f"{stage}.done").unlink()
+    again = recipe(*pipeline["args"])
+    assert again.returncode == 0, again.stderr
+    lines = {line.split()[1].rstrip(":"): line for line in again.stdout.splitlines() if line.startswith("[")}
+    assert all("skipped" in lines[stage] for stage in ("reverse", "synthetic"))
+    assert "(continuing)" in lines["final"] and "(continuing)" in lines["finetune"] and " done in " in lines["results"]
+    records = json.loads((parent / "pipeline.json").read_text())["stages"]
+    assert records["final"]["resumed"] and "trainer.resume=true" in records["final"]["command"]
+    assert records["finetune"]["resumed"] and "trainer.resume=true" not in records["finetune"]["command"]  # init_from
+
+
+@pytest.mark.slow
+def test_a_failed_stage_stops_the_pipeline_with_one_error_line(tmp_path):
+    _, mono = write_corpus(tmp_path, "mono", 5, seed=9)
+    parent = tmp_path / "bt"
+    result = recipe("--parent", str(parent), *toy_overrides(tmp_path), "trainer.no_such=1", "--mono", str(mono))
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and result.stderr.startswith("error: stage reverse failed")
+    assert str(tmp_path / "bt" / "reverse.log") in result.stderr
+    assert not (tmp_path / "bt" / "reverse.done").exists() and not (tmp_path / "bt" / "synthetic").exists()
+
+
+def test_dry_run_prints_each_stage_command_and_runs_nothing(tmp_path):
+    parent = tmp_path / "st"
+    result = recipe("--mode", "st", "--parent", str(parent), "--finetune-minutes", "5", "--dry-run", "model=tiny")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "[1/6] teacher", "[2/6] synthetic", "[3/6] final", "[4/6] finetune", "[5/6] average", "[6/6] results"
+    ]
+    assert "+experiment=multi30k_cpu_enfr" in lines[0] and "train.5.en.gz" in lines[1]  # Task 2 by default
+    assert f"+data.extra_train.st.src={parent}/synthetic/train.en" in lines[2] and "model=tiny" in lines[2]
+    assert f"trainer.init_from={parent}/final" in lines[3]
+    assert not parent.exists()
+
+
+def test_a_missing_mono_file_is_one_error_line(tmp_path):
+    result = recipe("--dry-run", "--mono", str(tmp_path / "nothing.en"), "model=tiny")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --mono") and result.stderr.count("\n") == 1
+
+
+def test_task2_files_are_copied_from_the_shared_folder(tmp_path):
+    spec = importlib.util.spec_from_file_location("backtranslation_recipe", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shared = tmp_path / "shared" / "multi30k_task2"
+    shared.mkdir(parents=True)
+    for k, name in enumerate(module.TASK2_FILES):
+        (shared / name).write_bytes(gzip.compress(f"caption {k}\n".encode()))
+    module.fetch_task2(tmp_path / "data", str(tmp_path / "shared"))
+    copies = module.task2_files(tmp_path / "data")
+    assert [path.read_bytes() for path in copies] == [(shared / path.name).read_bytes() for path in copies]
