@@ -41,8 +41,10 @@ def cpu_isa() -> str:
     return "no AVX2"
 
 
+@functools.cache
 def onednn() -> bool:
-    """Whether oneDNN's packed products run here: an x86-64 CPU and a PyTorch built with oneDNN."""
+    """Whether oneDNN's packed products run here: an x86-64 CPU and a PyTorch built with oneDNN (asked once: every
+    product asks)."""
     return X86_64 and torch.backends.mkldnn.is_available()
 
 
