@@ -14,6 +14,7 @@ from transformer.checkpoint import save_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.data import prepare
 from transformer.factory import build_model
+from transformer.loss import loss_sum
 from transformer.model import Transformer
 
 WORDS_FR = ["un", "chien", "chat", "homme", "femme", "court", "mange", "dort", "rouge", "bleu", "dans", "le", "parc"]
@@ -25,6 +26,17 @@ def tiny_model(seed: int = 0, vocab: int = 40, dropout: float = 0.0, **kwargs) -
     args = dict(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64, dropout=dropout)
     args.update(kwargs)
     return Transformer(vocab, vocab, pad_id=0, **args).eval()
+
+
+def fit(model: Transformer, batch, steps: int, lr: float = 3e-3) -> Transformer:
+    """`model` after `steps` Adam steps on `batch` (token-mean cross-entropy, no smoothing), in eval mode."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        optimizer.zero_grad()
+        (loss_sum(model, batch, 0.0) / batch.n_tokens).backward()
+        optimizer.step()
+    return model.eval()
 
 
 def rebuilt(model: Transformer, **kwargs) -> Transformer:

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
-from tests.conftest import tiny_model
+from tests.conftest import fit, tiny_model
 from tests.test_config import make
 from transformer.batching import collate
 from transformer.cli.evaluate import decoding_label
@@ -23,7 +23,6 @@ from transformer.ensemble import Ensemble
 from transformer.errors import UserError
 from transformer.fast_inference import PackedLinear, inference_copy, kernels
 from transformer.fast_inference.int8 import Int8Linear
-from transformer.loss import loss_sum
 from transformer.results import label
 from transformer.translator import Translator
 
@@ -49,14 +48,7 @@ def trained():
     g = torch.Generator().manual_seed(0)
     src = [torch.randint(3, 30, (int(n),), generator=g).tolist() for n in torch.randint(3, 9, (96,), generator=g)]
     batch = collate(src, [s[::-1] for s in src])
-    model = tiny_model(vocab=30)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    model.train()
-    for _ in range(60):
-        optimizer.zero_grad()
-        (loss_sum(model, batch, 0.0) / batch.n_tokens).backward()
-        optimizer.step()
-    return model.eval(), batch
+    return fit(tiny_model(vocab=30), batch, steps=60), batch
 
 
 def greedy(model, src: torch.Tensor, **options) -> torch.Tensor:
