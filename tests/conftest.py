@@ -4,6 +4,8 @@ import gzip
 import random
 import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,13 @@ def fit(model: Transformer, batch, steps: int, lr: float = 3e-3) -> Transformer:
         (loss_sum(model, batch, 0.0) / batch.n_tokens).backward()
         optimizer.step()
     return model.eval()
+
+
+def paused_process(code: str, argument: Path, ready: str) -> subprocess.Popen:
+    """A Python process running `code` with `argument`, once it has printed `ready` (it then runs until killed)."""
+    process = subprocess.Popen([sys.executable, "-c", code, str(argument)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == ready
+    return process
 
 
 def rebuilt(model: Transformer, **kwargs) -> Transformer:

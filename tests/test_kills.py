@@ -6,13 +6,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
 
-from tests.conftest import files_data, write_corpus
+from tests.conftest import files_data, paused_process, write_corpus
 from tests.kills import Outcome, kill_chain, warm_starts
 from transformer.checkpoint import load_checkpoint
 from transformer.data import PreparedData
@@ -233,9 +232,7 @@ WRITER = (
 
 def writer(path: Path) -> subprocess.Popen:
     """Another process in the middle of writing `path` (atomic_write), until it is killed."""
-    process = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
-    assert process.stdout.readline().strip() == "writing"
-    return process
+    return paused_process(WRITER, path, "writing")
 
 
 def killed(process: subprocess.Popen) -> None:

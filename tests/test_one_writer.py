@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from safetensors import safe_open
 
 import transformer.checkpoint as checkpoint_module
-from tests.conftest import tiny_model
+from tests.conftest import paused_process, tiny_model
 from transformer.checkpoint import save_checkpoint
 from transformer.data import prepare
 from transformer.errors import UserError
@@ -33,9 +33,7 @@ HOLD = (
 
 def _holder(run_dir: Path) -> subprocess.Popen:
     """Another process that takes the run folder's lock the way transformer-train does, then keeps running."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "locked"
-    return proc
+    return paused_process(HOLD, run_dir, "locked")
 
 
 def _train(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
