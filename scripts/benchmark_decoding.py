@@ -55,8 +55,8 @@ QUICK = dict(size=["small"], batch=[4, 1], src_len=6, out_len=4, vocab=64, round
 
 
 def default_precision() -> str:
-    """The precision translate, evaluate and serve use by default (`DecodingConfig.precision`; fp32 before it)."""
-    return getattr(DecodingConfig(), "precision", "fp32")
+    """The precision translate, evaluate and serve use by default (`DecodingConfig.precision`)."""
+    return DecodingConfig().precision
 
 
 def cpu_description() -> tuple[str, list[str]]:

@@ -116,7 +116,7 @@ def _search_model(setup: Setup, size: str, precision: str):
     model.load_state_dict(torch.load(Path(setup.folder) / f"{size}.pt"))
     if setup.device != "cpu":
         return model.to(setup.device, DTYPES[precision])
-    return inference_copy(model) if precision == "fp32" else inference_copy(model, precision)  # fp32: the default
+    return inference_copy(model, precision)
 
 
 def _ours(case: Case, setup: Setup) -> Callable[[], object]:
