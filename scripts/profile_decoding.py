@@ -6,6 +6,11 @@ they hold on a loaded machine, absolute times do not.
 
     python scripts/profile_decoding.py --strategy greedy --batch 32
     python scripts/profile_decoding.py --strategy beam --batch 1 --python
+    python scripts/profile_decoding.py --device cuda --size base --batch 256   # GPU busy vs launches
+
+On a GPU (`--device cuda`, `--dtype bf16` for the model in bf16) the table adds each operator's time on the
+device, and the last line the share of the wall time the GPU was busy: far below 100% means the search is bound
+by kernel launches and Python, not by the GPU.
 """
 
 import argparse
@@ -22,18 +27,25 @@ from transformer.marian_reference import SIZES, model_config
 from transformer.model import Transformer
 
 
-def operator_table(run, top: int) -> None:
-    """Each operator's self CPU time as a share of one call's wall time, largest first."""
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+def operator_table(run, top: int, cuda: bool) -> None:
+    """Each operator's self CPU time (and, on a GPU, its device time) as a share of one call's wall time."""
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    with profile(activities=activities) as prof:
         start = time.perf_counter()
         run()
+        if cuda:
+            torch.cuda.synchronize()
         wall_us = (time.perf_counter() - start) * 1e6
     events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     in_ops = sum(e.self_cpu_time_total for e in events)
-    print(f"{'operator':40} {'calls':>7} {'share':>7}")
+    print(f"{'operator':40} {'calls':>7} {'share':>7}" + (f" {'on GPU':>7}" if cuda else ""))
     for event in events[:top]:
-        print(f"{event.key[:40]:40} {event.count:7} {event.self_cpu_time_total / wall_us:7.1%}")
+        gpu = f" {event.self_device_time_total / wall_us:7.1%}" if cuda else ""
+        print(f"{event.key[:40]:40} {event.count:7} {event.self_cpu_time_total / wall_us:7.1%}{gpu}")
     print(f"{'all operators':40} {'':7} {in_ops / wall_us:7.1%}  (the rest: Python and dispatch)")
+    if cuda:
+        busy = sum(e.self_device_time_total for e in events)
+        print(f"{'GPU busy':40} {'':7} {busy / wall_us:7.1%}  of the wall time (the rest: launches and Python)")
 
 
 def python_table(run, top: int) -> None:
@@ -55,20 +67,34 @@ def main() -> None:
     parser.add_argument("--python", action="store_true", help="profile Python functions (cProfile), not operators")
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="the model's dtype on a GPU")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = inference_copy(Transformer(args.vocab, args.vocab, model_config(args.size), joint_vocab=True))
-    src = torch.randint(3, args.vocab, (args.batch, args.src_len))
+    device = torch.device(args.device)
+    model = Transformer(args.vocab, args.vocab, model_config(args.size), joint_vocab=True)
+    if device.type == "cuda":
+        model = model.to(device, torch.bfloat16 if args.dtype == "bf16" else torch.float32).eval()
+    model = inference_copy(model)
+    src = torch.randint(3, args.vocab, (args.batch, args.src_len), device=device)
     options = SearchOptions.from_config(strategy=args.strategy, eos_id=-1, use_cache=not args.no_cache)
 
     def run():
         return search(model, src, options, max_len=args.out_len)
 
-    run()  # packs the weights
-    print(f"{args.size}, {args.strategy}, batch {args.batch}, {args.out_len} steps, {torch.get_num_threads()} threads")
-    (python_table if args.python else operator_table)(run, args.top)
+    run()  # packs the weights; on a GPU, warms up the kernels
+    where = (
+        torch.cuda.get_device_name(device) + f" {args.dtype}"
+        if device.type == "cuda"
+        else f"{torch.get_num_threads()} threads"
+    )
+    print(f"{args.size}, {args.strategy}, batch {args.batch}, {args.out_len} steps, {where}")
+    if args.python:
+        python_table(run, args.top)
+    else:
+        operator_table(run, args.top, device.type == "cuda")
 
 
 if __name__ == "__main__":
