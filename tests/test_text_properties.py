@@ -1,6 +1,7 @@
 """Arbitrary text (control characters, NUL, combining marks, RTL, emoji, 10k-character lines, blank lines, bytes
-that are not UTF-8) through the tokenizer, `Translator`, `transformer-translate` and the service: no crash, one
-output line per input line in order, valid UTF-8 out, and a sentence alone translated as inside a batch."""
+that are not UTF-8) through the tokenizer, `Translator`, `transformer-translate`, back-translation and the service:
+no crash, one output line per input line in order, valid UTF-8 out, and a sentence alone translated as inside a
+batch."""
 
 import subprocess
 import sys
@@ -13,9 +14,11 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tests.serving import write_checkpoint  # noqa: E402
+from transformer import backtranslation  # noqa: E402
 from transformer.checkpoint import load_checkpoint  # noqa: E402
 from transformer.cli.translate import decode_input, write_output  # noqa: E402
 from transformer.config import DecodingConfig  # noqa: E402
+from transformer.corpus import ParallelFiles, read_lines, read_parallel  # noqa: E402
 from transformer.translator import Translator  # noqa: E402
 
 QUICK, SLOW = 15, 150  # examples per property: in the quick loop, under the slow marker
@@ -134,6 +137,27 @@ def test_transformer_translate_on_stdin_and_input_file(checkpoint, translator, r
         result = subprocess.run([*args, *extra], input=stdin, capture_output=True, timeout=300)
         assert result.returncode == (0 if all(map(valid_utf8, raw)) else 2), result.stderr[-2000:]
         assert result.stdout.decode("utf-8").split("\n")[:-1] == wanted
+
+
+def check_backtranslation(translator: Translator, lines: list[str], folder: Path) -> None:
+    """Back-translation's steps on `lines` (3 sentences per chunk): one synthetic line per kept sentence, in order,
+    each as the sentence translated alone, and a corpus that reads back as exactly those pairs."""
+    sentences, counts = backtranslation.select_sentences(lines, exclude=set())
+    langs = ("y", "x")
+    backtranslation.start(folder, {"src_lang": "y", "tgt_lang": "x"})
+    backtranslation.translate_chunks(translator, sentences, folder, 3, langs)
+    backtranslation.finish(folder, {"src_lang": "y", "tgt_lang": "x"}, langs, {**counts, "kept": len(sentences)})
+    originals, synthetic = list(read_lines(folder / "train.x")), list(read_lines(folder / "train.y"))
+    assert originals == sentences and len(synthetic) == len(sentences)
+    assert synthetic == [translator.translate([s])[0] for s in sentences]
+    pairs = list(read_parallel(ParallelFiles(folder / "train.y", folder / "train.x")))
+    assert pairs == [(y, x) for y, x in zip(synthetic, originals) if y.strip() and x.strip()]
+
+
+@examples(QUICK)
+@given(lines=LINES)
+def test_backtranslation_takes_any_text(translator, lines, tmp_path_factory):
+    check_backtranslation(translator, lines, tmp_path_factory.mktemp("bt") / "out")
 
 
 @pytest.fixture(scope="module")
