@@ -39,9 +39,12 @@ browser:
 		|| ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1) \
 		|| echo "note: could not install chromium (apt-get); the browser test will be skipped"
 
+# One pytest worker per core (pytest-xdist, a file per worker at a time, one torch thread each), then the tests
+# that time themselves alone.
 test: test-setup browser
 	$(BIN)/ruff check transformer scripts tests
-	$(BIN)/pytest
+	OMP_NUM_THREADS=1 $(BIN)/pytest -n logical --dist loadfile -m "not serial"
+	$(BIN)/pytest -m serial
 
 lint: setup
 	$(BIN)/ruff check transformer scripts tests

@@ -9,6 +9,8 @@ import pytest
 from transformer.cli.serve import serve
 from transformer.serve.batcher import Batcher, Job, SharedLock
 
+pytestmark = pytest.mark.serial  # its assertions time the batcher's waits: `make test` runs it alone
+
 
 def recording_batcher(**kwargs) -> tuple[Batcher, list]:
     """A batcher whose 'search' upper-cases the sentences and records each batch's sentences and settings."""

@@ -31,9 +31,16 @@ def toy_overrides(tmp: Path) -> list[str]:
     files += [f"data.val.{k}={tmp}/val.{lang}" for k, lang in side.items()]
     files += [f"+data.test.toy.{k}={tmp}/test.{lang}" for k, lang in side.items()]
     return [
-        "data=files", *files, f"data.prepared_dir={tmp / 'prepared'}", "data.tokenizer.vocab_size=60",
-        f"data.shared_dir={tmp / 'no_shared'}", "model=tiny", "trainer.max_steps=2", "trainer.val_every=1",
-        "trainer.batch_tokens=256", "trainer.progress=false",
+        "data=files",
+        *files,
+        f"data.prepared_dir={tmp / 'prepared'}",
+        "data.tokenizer.vocab_size=60",
+        f"data.shared_dir={tmp / 'no_shared'}",
+        "model=tiny",
+        "trainer.max_steps=2",
+        "trainer.val_every=1",
+        "trainer.batch_tokens=256",
+        "trainer.progress=false",
     ]
 
 
@@ -105,7 +112,12 @@ def test_dry_run_prints_each_stage_command_and_runs_nothing(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == [
-        "[1/6] teacher", "[2/6] synthetic", "[3/6] final", "[4/6] finetune", "[5/6] average", "[6/6] results"
+        "[1/6] teacher",
+        "[2/6] synthetic",
+        "[3/6] final",
+        "[4/6] finetune",
+        "[5/6] average",
+        "[6/6] results",
     ]
     assert "+experiment=multi30k_cpu_enfr" in lines[0] and "train.5.en.gz" in lines[1]  # Task 2 by default
     assert f"+data.extra_train.st.src={parent}/synthetic/train.en" in lines[2] and "model=tiny" in lines[2]

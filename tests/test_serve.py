@@ -138,6 +138,7 @@ def test_concurrent_requests_with_equal_settings_share_a_batch_and_others_do_not
     assert max(answer["batch"]["requests"] for _, answer in answers) > 1
 
 
+@pytest.mark.serial  # times the answer: run alone
 def test_a_slow_request_gets_a_503_and_the_server_keeps_serving(checkpoint, monkeypatch):
     decode = service_module.decode_batch
 

@@ -32,16 +32,17 @@ def request_body(k: int) -> dict:
 
 
 def expected(service, bodies: list[dict]) -> list[list[str]]:
-    """Each body's n-best texts as offline translation gives them (sampling: with the request's seed)."""
+    """Each body's n-best texts as offline translation gives them (sampling: with the request's seed), one
+    `Translator` per setting."""
+    translators: dict[str, Translator] = {}
     out = []
     for body in bodies:
         if body.get("sampling"):
             cfg = dataclasses.replace(service.defaults, strategy="sample", n_best=1, seed=body["seed"])
         else:
             cfg = dataclasses.replace(service.defaults, beam_size=body["beam_size"], n_best=body["n_best"])
-        out.append(
-            [text for text, _ in Translator(service.model, service.tokenizer, cfg).translate_nbest([body["text"]])[0]]
-        )
+        translator = translators.setdefault(repr(cfg), Translator(service.model, service.tokenizer, cfg))
+        out.append([text for text, _ in translator.translate_nbest([body["text"]])[0]])
     return out
 
 
