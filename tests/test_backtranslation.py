@@ -1,5 +1,6 @@
 """Back-translation (`transformer-backtranslate`): selection, the output folder, resuming after a SIGKILL, refusals."""
 
+import gzip
 import json
 import os
 import random
@@ -12,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import WORDS_FR
-from transformer.backtranslation import MANIFEST, check_corpus_folder, chunk_seed, select_sentences
+from transformer.backtranslation import (
+    MANIFEST,
+    SELECTION_RULES,
+    check_corpus_folder,
+    chunk_seed,
+    select_sentences,
+)
 from transformer.errors import UserError
 
 BIN = Path(sys.executable).parent
@@ -20,12 +27,13 @@ BIN = Path(sys.executable).parent
 
 @pytest.mark.parametrize("seed", range(20))
 def test_selection_keeps_each_new_line_once_in_order(seed):
-    choices = ["", " ", "un chien", "le chat", "un chien ", "val line", "rouge"]
+    choices = ["", " ", "un chien", "le chat", "un chien ", "val line", "rouge", " train line"]
     lines = random.Random(seed).choices(choices, k=random.Random(seed).randint(0, 30))
-    kept, counts = select_sentences(lines, exclude={"val line"})
-    expected = list(dict.fromkeys(s.strip() for s in lines if s.strip() and s.strip() != "val line"))
+    kept, counts = select_sentences(lines, exclude={"val line"}, known={"train line"})
+    expected = list(dict.fromkeys(s.strip() for s in lines if s.strip() not in ("", "val line", "train line")))
     assert kept == expected
-    assert counts["read"] == len(lines) == len(kept) + counts["empty"] + counts["eval overlap"] + counts["duplicate"]
+    assert counts["read"] == len(lines) == len(kept) + sum(counts[rule] for rule in SELECTION_RULES)
+    assert counts["in training data"] == sum(s == " train line" for s in lines)
 
 
 def test_chunk_seeds_differ_between_chunks_and_seeds():
@@ -44,13 +52,14 @@ def test_training_refuses_a_folder_of_the_other_direction_or_unfinished(tmp_path
         check_corpus_folder(tmp_path, "en", "fr", "data.extra_train.bt.dir")
 
 
-def monolingual(folder: Path, n: int, val: Path) -> Path:
-    """About n distinct French lines (longer than any val/test sentence), then repeats, blank lines and a val
-    sentence."""
+def monolingual(folder: Path, n: int, val: Path, train: Path) -> Path:
+    """About n distinct French lines (longer than any val/test sentence), then repeats, blank lines, a val
+    sentence and a training sentence."""
     rng = random.Random(5)
     lines = list(dict.fromkeys(" ".join(rng.choices(WORDS_FR, k=rng.randint(8, 10))) for _ in range(n)))
+    known = [val.read_text().splitlines()[0], gzip.open(train, "rt").readline().strip()]
     path = folder / "mono.fr"
-    path.write_text("\n".join([*lines, "", lines[0], "  ", val.read_text().splitlines()[0], *lines[:3]]) + "\n")
+    path.write_text("\n".join([*lines, "", lines[0], "  ", *known, *lines[:3]]) + "\n")
     return path
 
 
@@ -70,9 +79,9 @@ def finished(process: subprocess.Popen) -> str:
 @pytest.mark.slow
 def test_interrupted_backtranslation_ends_with_the_uninterrupted_files(cli_setup):
     tmp = Path(cli_setup["tmp"])
-    mono = monolingual(tmp, 240, tmp / "val.fr")
+    mono = monolingual(tmp, 240, tmp / "val.fr", tmp / "train.fr.gz")
     whole = finished(backtranslate(cli_setup, mono, tmp / "bt_whole"))
-    assert "sentences/s" in whole and "duplicate 4" in whole and "eval overlap 1," in whole and "empty 2" in whole
+    assert "sentences/s" in whole and "empty 2, eval overlap 1, in training data 1, duplicate 4;" in whole
 
     killed = backtranslate(cli_setup, mono, tmp / "bt_killed")
     chunks = tmp / "bt_killed" / "chunks"
@@ -90,9 +99,9 @@ def test_interrupted_backtranslation_ends_with_the_uninterrupted_files(cli_setup
     originals = (tmp / "bt_whole" / "train.src").read_text().splitlines()
     assert (manifest["src_lang"], manifest["tgt_lang"], manifest["complete"]) == ("tgt", "src", True)
     assert manifest["lines"]["kept"] == len(originals) == len(set(originals))
-    val_line = (tmp / "val.fr").read_text().splitlines()[0]
+    known = {(tmp / "val.fr").read_text().splitlines()[0], gzip.open(tmp / "train.fr.gz", "rt").readline().strip()}
     expected = dict.fromkeys(line.strip() for line in mono.read_text().splitlines())
-    assert originals == [line for line in expected if line and line != val_line]
+    assert originals == [line for line in expected if line and line not in known]
     assert len((tmp / "bt_whole" / "train.tgt").read_text().splitlines()) == len(originals)
     assert not (tmp / "bt_whole" / "chunks").exists()
 
@@ -100,7 +109,7 @@ def test_interrupted_backtranslation_ends_with_the_uninterrupted_files(cli_setup
 @pytest.mark.slow
 def test_backtranslation_refusals_are_one_error_line(cli_setup):
     tmp = Path(cli_setup["tmp"])
-    mono = monolingual(tmp, 30, tmp / "val.fr")
+    mono = monolingual(tmp, 30, tmp / "val.fr", tmp / "train.fr.gz")
     finished(backtranslate(cli_setup, mono, tmp / "bt_small"))
     prepare = [
         str(BIN / "transformer-prepare"),

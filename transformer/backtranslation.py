@@ -32,15 +32,32 @@ MANIFEST = "backtranslation.json"
 CHUNKS = "chunks"
 
 
-def select_sentences(lines: Iterable[str], exclude: set[str]) -> tuple[list[str], dict[str, int]]:
+SELECTION_RULES = ("empty", "eval overlap", "in training data", "duplicate")
+
+
+def _dropped_by(text: str, exclude: set[str], known: frozenset[str] | set[str], seen: set[str]) -> str | None:
+    """The selection rule that drops the stripped line `text`, or None when it is kept."""
+    if not text:
+        return "empty"
+    if text in exclude:
+        return "eval overlap"
+    if text in known:
+        return "in training data"
+    return "duplicate" if text in seen else None
+
+
+def select_sentences(
+    lines: Iterable[str], exclude: set[str], known: frozenset[str] | set[str] = frozenset()
+) -> tuple[list[str], dict[str, int]]:
     """The lines to translate, in input order: stripped, without empty lines, lines in `exclude` (val/test
-    references) and repeats; and how many lines were read and dropped by each rule."""
+    references), lines in `known` (the model's own training sentences: no new text) and repeats; and how many lines
+    were read and dropped by each rule (`SELECTION_RULES`)."""
     kept, seen = [], set()
-    counts = {"read": 0, "empty": 0, "eval overlap": 0, "duplicate": 0}
+    counts = {"read": 0, **dict.fromkeys(SELECTION_RULES, 0)}
     for line in lines:
         counts["read"] += 1
         text = line.strip()
-        rule = "empty" if not text else "eval overlap" if text in exclude else "duplicate" if text in seen else None
+        rule = _dropped_by(text, exclude, known, seen)
         if rule:
             counts[rule] += 1
             continue

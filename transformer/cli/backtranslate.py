@@ -30,10 +30,9 @@ def input_paths(value) -> list[Path]:
     return paths
 
 
-def eval_sentences(data: DictConfig) -> set[str]:
-    """The source side (the language back-translated) of the val and test splits of the model's corpus."""
-    splits = fetch(data, [data.val_split, *evaluation_splits(data)])
-    return {src for files in splits.values() for src, _ in read_parallel(files)}
+def source_sentences(data: DictConfig, splits: list[str]) -> set[str]:
+    """The source side (the language back-translated) of `splits` of the model's corpus."""
+    return {src for files in fetch(data, splits).values() for src, _ in read_parallel(files)}
 
 
 def job_record(cfg: DictConfig, ckpt, inputs: list[Path]) -> dict:
@@ -47,6 +46,7 @@ def job_record(cfg: DictConfig, ckpt, inputs: list[Path]) -> dict:
         "decoding": OmegaConf.to_container(cfg.decoding),
         "inputs": [str(p.resolve()) for p in inputs],
         "chunk_lines": cfg.chunk_lines,
+        "selection": list(backtranslation.SELECTION_RULES),  # a folder begun under other rules holds other sentences
     }
 
 
@@ -66,8 +66,12 @@ def main(cfg: DictConfig) -> None:
             log.info("%s already holds this back-translation, complete", output)
             return
         lines = (line for path in inputs for line in read_lines(path))
-        sentences, counts = backtranslation.select_sentences(lines, eval_sentences(ckpt.config.data))
-        dropped = ", ".join(f"{rule} {counts[rule]:,}" for rule in ("empty", "eval overlap", "duplicate"))
+        data = ckpt.config.data
+        evaluation = source_sentences(data, [data.val_split, *evaluation_splits(data)])
+        sentences, counts = backtranslation.select_sentences(
+            lines, evaluation, source_sentences(data, [data.train_split])
+        )
+        dropped = ", ".join(f"{rule} {counts[rule]:,}" for rule in backtranslation.SELECTION_RULES)
         log.info(
             "%s lines read; dropped: %s; %s sentences to back-translate",
             f"{counts['read']:,}",
