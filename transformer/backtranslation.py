@@ -157,7 +157,8 @@ def finish(folder: Path, job: dict, langs: tuple[str, str], counts: dict[str, in
     paths = sorted((folder / CHUNKS).glob(f"*.{langs[0]}"))
     untranslated = 0
     for lang in langs:
-        parts = [path.with_suffix(f".{lang}").read_text() for path in paths]
+        # bytes decoded, not read_text: its universal newlines would turn a carriage return inside a line into a line
+        parts = [path.with_suffix(f".{lang}").read_bytes().decode("utf-8") for path in paths]
         if lang == langs[0]:
             untranslated = sum(line == "" for part in parts for line in part.split("\n")[:-1])
         atomic_write_text(folder / f"train.{lang}", "".join(parts))
