@@ -37,10 +37,12 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 from decoding_engines import CT2_PRECISIONS, DTYPES, Case, EngineError, Engines, Pieces, Setup, ours
+from omegaconf import OmegaConf
 
-from transformer.config import DecodingConfig, InferencePrecision, choices
+from transformer.cli import CONFIG_PATH
+from transformer.config import InferencePrecision, choices
 from transformer.fast_inference import inference_copy
-from transformer.fast_inference.kernels import cpu_isa, runs
+from transformer.fast_inference.kernels import chosen, cpu_isa, runs
 from transformer.marian_reference import SIZES, model_config
 
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -55,8 +57,9 @@ QUICK = dict(size=["small"], batch=[4, 1], src_len=6, out_len=4, vocab=64, round
 
 
 def default_precision() -> str:
-    """The precision translate, evaluate and serve use by default (`DecodingConfig.precision`)."""
-    return DecodingConfig().precision
+    """The precision translate, evaluate and serve run in by default on this CPU: configs/inference.yaml's, with
+    `auto` resolved."""
+    return chosen(OmegaConf.load(Path(CONFIG_PATH) / "inference.yaml").decoding.precision)
 
 
 def cpu_description() -> tuple[str, list[str]]:

@@ -113,7 +113,9 @@ def start_server(args: argparse.Namespace, batching: bool) -> tuple[subprocess.P
         f"serve.batching={str(batching).lower()}",
         f"serve.num_threads={args.threads}",
         "serve.timeout_s=600",
-    ] + ([f"serve.max_wait_ms={args.max_wait_ms}"] if args.max_wait_ms is not None else [])
+    ]
+    command += [f"serve.max_wait_ms={args.max_wait_ms}"] if args.max_wait_ms is not None else []
+    command += [f"decoding.precision={args.precision}"] if args.precision else []
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
     while True:
@@ -242,6 +244,7 @@ def main() -> None:
     parser.add_argument("--decoding", default="beam", choices=["greedy", "beam"], help="configs/decoding/*.yaml")
     parser.add_argument("--threads", type=int, default=0, help="torch threads, offline and in the server; 0 = default")
     parser.add_argument("--max-wait-ms", type=float, help="serve.max_wait_ms; default: the server's")
+    parser.add_argument("--precision", help="decoding.precision (fp32, int8, ...); default: the server's")
     parser.add_argument("--rounds", type=int, default=1, help="runs of everything; the tables give medians")
     parser.add_argument("--batching", nargs="+", default=["on", "off"], choices=["on", "off"], help="server modes")
     parser.add_argument("--client", default="raw", choices=["raw", "httpx"], help="the load generator's HTTP client")

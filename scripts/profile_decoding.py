@@ -6,6 +6,7 @@ they hold on a loaded machine, absolute times do not.
 
     python scripts/profile_decoding.py --strategy greedy --batch 32
     python scripts/profile_decoding.py --strategy beam --batch 1 --python
+    python scripts/profile_decoding.py --size base --strategy beam --precision int8
     python scripts/profile_decoding.py --device cuda --size base --batch 256   # GPU busy vs launches
 
 On a GPU (`--device cuda`, `--dtype bf16` for the model in bf16) the table adds each operator's time on the
@@ -21,6 +22,7 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from transformer.config import InferencePrecision, choices
 from transformer.decoding import SearchOptions, search
 from transformer.fast_inference import inference_copy
 from transformer.marian_reference import SIZES, model_config
@@ -69,6 +71,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="the model's dtype on a GPU")
+    parser.add_argument(
+        "--precision", choices=choices(InferencePrecision), default="fp32", help="the inference copy's (CPU)"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -77,7 +82,7 @@ def main() -> None:
     model = Transformer(args.vocab, args.vocab, model_config(args.size), joint_vocab=True)
     if device.type == "cuda":
         model = model.to(device, torch.bfloat16 if args.dtype == "bf16" else torch.float32).eval()
-    model = inference_copy(model)
+    model = inference_copy(model, args.precision)
     src = torch.randint(3, args.vocab, (args.batch, args.src_len), device=device)
     options = SearchOptions.from_config(strategy=args.strategy, eos_id=-1, use_cache=not args.no_cache)
 
@@ -88,7 +93,7 @@ def main() -> None:
     where = (
         torch.cuda.get_device_name(device) + f" {args.dtype}"
         if device.type == "cuda"
-        else f"{torch.get_num_threads()} threads"
+        else f"{args.precision}, {torch.get_num_threads()} threads"
     )
     print(f"{args.size}, {args.strategy}, batch {args.batch}, {args.out_len} steps, {where}")
     if args.python:

@@ -168,6 +168,7 @@ def main() -> None:
     parser.add_argument("--decoding", default="beam", choices=["greedy", "beam"], help="configs/decoding/*.yaml")
     parser.add_argument("--threads", type=int, default=0, help="torch threads in the server; 0 = default")
     parser.add_argument("--max-wait-ms", type=float, help="serve.max_wait_ms; default: the server's")
+    parser.add_argument("--precision", help="decoding.precision (fp32, int8, ...); default: the server's")
     parser.add_argument("--json", type=Path, help="write the settings, windows and summary here")
     parser.add_argument("--plot", type=Path, help="write the latency and memory plot (PNG) here")
     args = parser.parse_args()

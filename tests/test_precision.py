@@ -186,7 +186,7 @@ def test_other_devices_and_dtypes_are_searched_as_they_are(caplog):
 
 
 def test_an_unknown_precision_is_refused_with_the_choices():
-    with pytest.raises(ValueError, match="precision='fp16' is not one of fp32, bf16, int8"):
+    with pytest.raises(ValueError, match="precision='fp16' is not one of fp32, bf16, int8, auto"):
         inference_copy(tiny_model(), "fp16")
 
 
@@ -206,10 +206,34 @@ def test_the_setting_is_checked_with_the_others():
         check_config(make("translate", ["checkpoint=x", "decoding.precision=fp16"]))
 
 
+@pytest.mark.parametrize("command", ["translate", "evaluate", "serve", "backtranslate"])
+def test_the_commands_that_decode_for_a_user_default_to_auto_and_training_validates_in_fp32(command):
+    assert make(command).decoding.precision == "auto"
+    assert make(command, ["decoding=greedy"]).decoding.precision == "auto"  # a search group keeps the precision
+    assert make(command, ["decoding.precision=fp32"]).decoding.precision == "fp32"
+    assert make("train").decoding.precision == DecodingConfig.precision == "fp32"
+
+
+@needs_x86
+@pytest.mark.parametrize("int8_runs", [True, False])
+def test_auto_is_int8_where_it_runs_else_fp32_without_a_warning(int8_runs, monkeypatch, caplog):
+    if int8_runs and not kernels.int8_available():
+        pytest.skip("PyTorch's x86 int8 engine does not run on this CPU")
+    monkeypatch.setattr(kernels, "int8_available", lambda: int8_runs)
+    model, expected = tiny_model(), "int8" if int8_runs else "fp32"
+    src, tgt = torch.randint(3, 40, (3, 6)), torch.randint(3, 40, (3, 5))
+    with torch.inference_mode():
+        assert torch.equal(inference_copy(model, "auto")(src, tgt), inference_copy(model, expected)(src, tgt))
+    assert inference_copy(model.to(torch.float64), "auto") is model  # another dtype: as it is, and silently
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 @pytest.mark.slow
-def test_translate_runs_in_int8_through_the_console_script(cli_setup):
+def test_translate_runs_in_int8_by_default_through_the_console_script(cli_setup):
+    if not kernels.int8_available():
+        pytest.skip("PyTorch's x86 int8 engine does not run on this CPU: auto is fp32 here")
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "transformer-translate"), cli_setup["ckpt"], "decoding.precision=int8"],
+        [str(Path(sys.executable).parent / "transformer-translate"), cli_setup["ckpt"]],
         input="un chien\nle chat dort\n",
         capture_output=True,
         text=True,

@@ -18,7 +18,7 @@ Cell = Literal["gru", "lstm"]
 Scoring = Literal["additive", "dot"]
 Schedule = Literal["inverse_sqrt", "linear"]
 Precision = Literal["fp32", "bf16", "fp16", "auto"]
-InferencePrecision = Literal["fp32", "bf16", "int8"]
+InferencePrecision = Literal["fp32", "bf16", "int8", "auto"]
 Strategy = Literal["greedy", "beam", "sample"]
 LengthPenalty = Literal["power", "gnmt", "none"]
 Engine = Literal["pytorch", "ctranslate2"]
@@ -262,9 +262,10 @@ class DecodingConfig:
     seed: int = 0  # sampling
     batch_size: int = bounded(64, ge=1)  # sentences per decoding batch
     tag: str = ""  # translate "as" the training corpus with this tag (data.tag, data.extra_train.NAME.tag); "" = none
-    # Our engine's linear maps on CPU: fp32 (exact), bf16 (where the CPU has bf16 products, else fp32 with a warning)
-    # or int8 (weights with one scale per output row, activations per row); layer norm and softmax stay fp32
-    # (docs/speed.md#precision). engine=ctranslate2 ignores it (CTranslate2 has its own compute type).
+    # Our engine's linear maps on CPU: fp32 (exact), bf16 (where the CPU has bf16 products, else fp32 with a warning),
+    # int8 (weights with one scale per output row, activations per row; else fp32 with a warning) or auto (int8 where
+    # it runs, else fp32, silently: what translate/evaluate/serve/backtranslate use, configs/inference.yaml); layer
+    # norm and softmax stay fp32 (docs/speed.md#precision). engine=ctranslate2 ignores it (it has its compute type).
     precision: str = choice(InferencePrecision, "fp32")
 
 

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 def decoding_label(d: DictConfig) -> str:
     """The decoding in a file name, so two decodings never share one: greedy, beam5, sample-t1-k0-p0.9-seed0,
     plus every length setting that differs from its default (e.g. beam5-lp0.6-min3), a tag (-tagbt) and a
-    precision other than the default (-int8)."""
+    precision other than fp32 (-int8, -auto)."""
     if d.strategy == "sample":
         label = f"sample-t{d.temperature:g}-k{d.top_k}-p{d.top_p:g}-seed{d.seed}"
     else:

@@ -6,7 +6,8 @@ int8 products, with nothing a search does not need.
 feed-forward's ReLU into its first product, and swaps the dropouts (no-ops in eval mode) for identities. Each
 weight is packed or quantized at its first use in that copy. Layer norm, softmax and the log-softmax stay fp32 in
 every precision. fp32 gives the model's own results; bf16 and int8 run where the CPU has their kernels and fall back
-to fp32 with one warning elsewhere (`kernels.runs` logs which kernels run). The copy is made once where a model is
+to fp32 with one warning elsewhere; auto is int8 where it runs, else fp32 without a warning (`kernels.runs` logs
+which kernels run). The copy is made once where a model is
 loaded for inference (a `Translator`) and kept for all its searches, by every thread. A packed weight does not
 follow the parameters: weights changed in place (e.g. by fused Adam, which does not even bump their version
 counters) need a fresh copy, so validation during training makes one each time. The model itself is never modified.
@@ -21,7 +22,7 @@ from torch import Tensor, nn
 from transformer.attention.dot import DotAttention
 from transformer.config import InferencePrecision, choices
 from transformer.fast_inference.int8 import Int8Linear
-from transformer.fast_inference.kernels import X86_64, not_applied, onednn, runs
+from transformer.fast_inference.kernels import X86_64, chosen, not_applied, onednn, runs
 from transformer.fast_inference.packed import LinearKernel, PackedAttention, PackedLinear, packable
 from transformer.model import FeedForward
 
@@ -82,11 +83,14 @@ def _kernel(precision: str) -> LinearKernel:
 
 def inference_copy(model, precision: str = "fp32"):
     """A copy of `model` in eval mode, for searches (no autograd), in `precision` (fp32: the model's own results;
-    bf16; int8; see the module's docstring); `model` itself where a copy would not help (other devices or dtypes,
-    other CPUs, models that are not modules, a copy already). bf16 and int8 apply to fp32 models on CPU."""
+    bf16; int8; auto: int8 where it runs, else fp32, silently; see the module's docstring); `model` itself where a
+    copy would not help (other devices or dtypes, other CPUs, models that are not modules, a copy already). bf16 and
+    int8 apply to fp32 models on CPU."""
     if precision not in choices(InferencePrecision):
         raise ValueError(f"precision={precision!r} is not one of {', '.join(choices(InferencePrecision))}")
     weight = _first_weight(model)
+    if precision == "auto":
+        precision = chosen(precision) if fast_cpu(model) and weight.dtype == torch.float32 else "fp32"
     if weight is not None and precision != "fp32" and not (fast_cpu(model) and weight.dtype == torch.float32):
         not_applied(precision, f"{weight.device.type} {weight.dtype}")
         precision = "fp32"
