@@ -7,10 +7,10 @@ feed-forward's ReLU into its first product, and swaps the dropouts (no-ops in ev
 weight is packed or quantized at its first use in that copy. Layer norm, softmax and the log-softmax stay fp32 in
 every precision. fp32 gives the model's own results; bf16 and int8 run where the CPU has their kernels and fall back
 to fp32 with one warning elsewhere; auto is int8 where it runs, else fp32 without a warning (`kernels.runs` logs
-which kernels run). The copy is made once where a model is
-loaded for inference (a `Translator`) and kept for all its searches, by every thread. A packed weight does not
-follow the parameters: weights changed in place (e.g. by fused Adam, which does not even bump their version
-counters) need a fresh copy, so validation during training makes one each time. The model itself is never modified.
+which kernels run). The copy is made once where a model is loaded for inference (a `Translator`) and kept for all
+its searches, by every thread. A packed weight does not follow the parameters: weights changed in place (e.g. by
+fused Adam, which does not even bump their version counters) need a fresh copy, so validation during training
+makes one each time. The model itself is never modified.
 """
 
 import copy
