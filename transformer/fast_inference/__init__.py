@@ -88,10 +88,11 @@ def inference_copy(model, precision: str = "fp32"):
     int8 apply to fp32 models on CPU."""
     if precision not in choices(InferencePrecision):
         raise ValueError(f"precision={precision!r} is not one of {', '.join(choices(InferencePrecision))}")
-    weight = _first_weight(model)
+    weight, fast = _first_weight(model), fast_cpu(model)
+    fp32_on_cpu = fast and weight.dtype == torch.float32  # what bf16 and int8 apply to
     if precision == "auto":
-        precision = chosen(precision) if fast_cpu(model) and weight.dtype == torch.float32 else "fp32"
-    if weight is not None and precision != "fp32" and not (fast_cpu(model) and weight.dtype == torch.float32):
+        precision = chosen(precision) if fp32_on_cpu else "fp32"
+    if weight is not None and precision != "fp32" and not fp32_on_cpu:
         not_applied(precision, f"{weight.device.type} {weight.dtype}")
         precision = "fp32"
-    return _swapped(model, _kernel(precision)).eval() if fast_cpu(model) else model
+    return _swapped(model, _kernel(precision)).eval() if fast else model
