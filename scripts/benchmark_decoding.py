@@ -56,9 +56,11 @@ ISA = {
 QUICK = dict(size=["small"], batch=[4, 1], src_len=6, out_len=4, vocab=64, rounds=1, latency_sentences=2)
 
 
-def default_precision() -> str:
-    """The precision translate, evaluate and serve run in by default on this CPU: configs/inference.yaml's, with
-    `auto` resolved."""
+def default_precision(device: str = "cpu") -> str:
+    """The precision translate, evaluate and serve run in by default on `device`: configs/inference.yaml's, with
+    `auto` resolved, on this CPU; fp32 on a GPU (bf16 and int8 are CPU inference kernels)."""
+    if device != "cpu":
+        return "fp32"
     return chosen(OmegaConf.load(Path(CONFIG_PATH) / "inference.yaml").decoding.precision)
 
 
@@ -176,7 +178,7 @@ def cell_value(case: Case, seconds: float, setup: Setup) -> str:
 def report(seconds: dict[Case, float], setup: Setup, args: argparse.Namespace) -> dict:
     """Print the table (a row per cell, a column per engine) and return the JSON object."""
     name, isa = cpu_description()
-    default = default_precision()
+    default = default_precision(str(setup.device))
     print(
         f"CPU: {name}; {', '.join(isa) or 'none of ' + '/'.join(ISA)}; torch kernels: "
         f"{torch.backends.cpu.get_cpu_capability()}; {setup.threads} threads; device {setup.device}"

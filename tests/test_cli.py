@@ -13,6 +13,7 @@ from tests.conftest import files_data
 from transformer.checkpoint import load_checkpoint
 
 BIN = Path(sys.executable).parent
+DEVICE = os.environ.get("TEST_DEVICE", "cpu")  # TEST_DEVICE=cuda runs the end-to-end commands on a GPU
 
 
 def run(tool: str, *args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -48,6 +49,7 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path, model):
         "trainer.batch_tokens=512",
         "trainer.log_every=2",
         "trainer.progress=false",
+        f"trainer.device={DEVICE}",
         f"hydra.run.dir={run_dir}",
         cwd=tmp_path,
     )
@@ -61,7 +63,14 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path, model):
     assert [e.step for e in events.Scalars("val/bleu")] == [3, 6]
     assert "attention/val_0" in events.Tags()["images"]
 
-    evaluate = run("transformer-evaluate", f"checkpoint={run_dir}", "split=toy", "decoding=greedy", cwd=tmp_path)
+    evaluate = run(
+        "transformer-evaluate",
+        f"checkpoint={run_dir}",
+        "split=toy",
+        "decoding=greedy",
+        f"device={DEVICE}",
+        cwd=tmp_path,
+    )
     assert "BLEU = " in evaluate.stdout and "chrF2 = " in evaluate.stdout and "nrefs:1" in evaluate.stdout
     hyps = run_dir / "checkpoints" / "best.toy.greedy-auto.hyp"  # the default precision names itself
     assert len(hyps.read_text().splitlines()) == 20
@@ -71,6 +80,7 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path, model):
         f"checkpoint={run_dir}",
         "decoding=beam",
         "decoding.beam_size=3",
+        f"device={DEVICE}",
         f"plot_attention={tmp_path / 'attention'}",
         cwd=tmp_path,
         stdin="un chien rouge\n\nle chat dort dans le parc\n",
