@@ -2,9 +2,12 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import Tensor
 
 from tests.conftest import tiny_model
+from transformer.beam import _in_place
 from transformer.cache import DecoderCache
 from transformer.config import DecodingConfig
 from transformer.decoding import Hypothesis, SearchOptions, beam_search, greedy_decode, search
@@ -97,6 +100,43 @@ def test_beam_decodes_one_row_per_sentence_first_then_its_hypotheses(use_cache):
     assert counter.rows == [4] + [4 * 3] * 5
     if use_cache:
         assert counter.cache.buffer.size(0) == 4 * 3  # grown once, at the fan-out
+
+
+@settings(deadline=None, database=None)  # a first call imports and warms up torch kernels
+@given(
+    st.integers(1, 6).flatmap(
+        lambda k: st.lists(st.lists(st.integers(0, k - 1), min_size=k, max_size=k), min_size=1, max_size=4).map(
+            lambda p: (k, p)
+        )
+    )
+)
+def test_in_place_order_keeps_each_rows_first_extension_in_its_slot(case):
+    k, parents = case
+    rows = torch.tensor(parents) + torch.arange(len(parents))[:, None] * k  # numbered across the batch
+    order = _in_place(rows, k)
+    assert (order.sort(dim=1).values == torch.arange(k)).all()  # a permutation of each sentence's hypotheses
+    placed = rows.gather(1, order) % k
+    for b, row in enumerate(parents):
+        assert all(placed[b, s] == s for s in set(row))  # a row extended keeps its place: its cache rows stay
+
+
+def test_beam_moves_only_the_cache_rows_of_second_extensions():
+    counter, src, k = RowCounter(tiny_model(seed=6)), batch_src(3), 4  # 4 sentences
+    asked = []
+    original = DecoderCache.reorder
+
+    def reorder(self, rows, sentences=None):
+        asked.append(rows.clone())
+        original(self, rows, sentences)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DecoderCache, "reorder", reorder)
+        hypotheses(counter, src, 8, beam_size=k, eos_id=-1)
+    steady = [rows.view(4, k) for rows in asked[1:]]  # after the fan-out: 4 sentences of k rows, none finished
+    assert steady and any(len(set(r.tolist())) < k for rows in steady for r in rows)  # some rows had two children
+    slots = torch.arange(4)[:, None] * k
+    for rows in steady:
+        assert all(rows[b, s] == slots[b, 0] + s for b in range(4) for s in set((rows[b] - slots[b]).tolist()))
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -79,6 +79,23 @@ def _candidates(scores: Tensor, logp: Tensor, n: int) -> tuple[Tensor, Tensor, T
     return top_scores, row_logp.view(batch, -1).gather(1, idx), row_tok.view(batch, -1).gather(1, idx), rows
 
 
+def _in_place(rows: Tensor, width: int) -> Tensor:
+    """An order (B, K) of each sentence's K continuing hypotheses that leaves the first extension of every row in
+    that row's own slot, so that the cache moves only the rows of a second or later extension (width = K).
+
+    `rows` (B, K) are the rows extended, numbered across the batch (sentence-major, `width` per sentence).
+    """
+    parents = rows % width  # (B, K): the row extended, within its sentence
+    slots = torch.arange(width, device=rows.device)
+    earlier = torch.ones(width, width, dtype=torch.bool, device=rows.device).tril(-1)  # [j, i]: i < j
+    first = ~((parents[:, :, None] == parents[:, None, :]) & earlier).any(2)  # (B, K): parent not seen before
+    claimed = (parents[:, :, None] == slots).any(1)  # (B, K): slot s is some hypothesis' parent
+    free = (~claimed).to(torch.int8).argsort(dim=1, descending=True, stable=True)  # unclaimed slots first, in order
+    later = (~first).long().cumsum(1) - 1  # (B, K): the how-manieth second-or-later extension
+    slot = torch.where(first, parents, free.gather(1, later.clamp(min=0)))  # a permutation of 0..K-1 per sentence
+    return torch.empty_like(slot).scatter_(1, slot, slots.expand_as(slot))
+
+
 def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor) -> list[list[Hypothesis]]:
     """Beam search; for each sentence the `n_best` best finished hypotheses, best first.
 
@@ -99,11 +116,12 @@ def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor
     best_divisor = divisor.cummax(0).values[limit - 1]  # (B,), as `limit`: per sentence still searched
     search = SearchState(model, src, options, longest)
     pool = _Pool(batch, options.n_best, longest, model.pad_id, device)
-    scores = torch.zeros(batch, 1, device=device)  # (B, W): the live hypotheses' log-probabilities
+    scores = torch.zeros(batch, 1, device=device)  # (B, W): the live hypotheses' log-probabilities, in slot order
     may_finish = torch.arange(2 * k, device=device) < k  # by rank: only the top K candidates finish
     active = torch.arange(batch, device=device)  # original sentence of each batch position
     results: list[list[Hypothesis]] = [[] for _ in range(batch)]
     for t in range(longest):
+        width = scores.size(1)
         top_scores, top_logp, top_tok, rows = _candidates(scores, search.step(), 2 * k)  # (B, C), C ≤ 2K
         is_eos = top_tok == eos_id
         last = limit == t + 1  # (B,)
@@ -115,7 +133,11 @@ def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor
         order = is_eos.to(torch.int8).argsort(dim=1, stable=True)[:, :k]  # the K best non-EOS, by rank
         scores = top_scores.masked_fill(is_eos, NEG_INF).gather(1, order)  # (B, K); an EOS never continues
         rows, tokens, logprobs = rows.gather(1, order), top_tok.gather(1, order), top_logp.gather(1, order)
-        done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= scores[:, 0] / best_divisor))
+        if width == k == scores.size(1):  # rows stay where they are: in slot order, no longer best first
+            stay = _in_place(rows, k)
+            scores, rows, tokens, logprobs = (x.gather(1, stay) for x in (scores, rows, tokens, logprobs))
+        best = scores.max(dim=1).values
+        done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= best / best_divisor))
         keep = None  # every sentence goes on
         if done.any():
             for b in done.nonzero().flatten().tolist():
