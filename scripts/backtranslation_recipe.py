@@ -12,8 +12,10 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
       pairs (self-training / forward translation, He et al. 2020) for an en->fr final/.
 
 A stage is finished when PARENT/STAGE.done exists (written atomically once its command exits 0; it holds the
-stage's wall-clock and steps, gathered in PARENT/pipeline.json). A rerun skips finished stages and continues an
-interrupted one: a training folder with a last checkpoint is relaunched with trainer.resume=true (a fine-tuning
+stage's command, wall-clock and steps, gathered in PARENT/pipeline.json). A rerun skips finished stages whose command
+is unchanged, runs the averaging and the results again where theirs changed (e.g. --finetune-minutes added), refuses
+the other stages that were finished with other settings (choose another --parent), and continues an interrupted
+stage: a training folder with a last checkpoint is relaunched with trainer.resume=true (a fine-tuning
 resumes by itself), and back-translation continues at its last chunk. Each stage's output goes to PARENT/STAGE.log.
 Choose the options (decoding, weight, tag, fine-tuning) on val, never on a test set.
 
@@ -62,6 +64,7 @@ class Stage:
     run_dir: Path | None = None  # a transformer-train run folder: its steps are recorded
     resume: list[str] = field(default_factory=list)  # added to the command when run_dir holds a last checkpoint
     before: Callable[[], None] | None = None  # run first (e.g. fetch the input files)
+    redo: bool = False  # run again when it was finished with another command (it keeps no state of its own)
 
 
 def console(name: str) -> str:
@@ -122,32 +125,89 @@ def plan(args: argparse.Namespace) -> list[Stage]:
     fetch = None if args.mono else lambda: fetch_task2(args.data_dir, args.shared_dir)
     verb = "back" if bt else "forward"
     stages = [
-        Stage(first, f"training en->fr for {args.enfr_minutes:g} min",
-              training(args, "multi30k_cpu_enfr", first, args.enfr_minutes), parent / first, ["trainer.resume=true"]),
-        Stage("synthetic", f"{verb}-translating {len(mono)} file(s) ({args.decoding})",
-              [console("transformer-backtranslate"), f"checkpoint={parent / first}",
-               f"input=[{','.join(map(str, mono))}]", f"output={parent / 'synthetic'}", f"decoding={args.decoding}"],
-              before=fetch),
-        Stage("final", f"training {final_pair} with the synthetic pairs for {args.final_minutes:g} min",
-              training(args, final_experiment, "final", args.final_minutes, *extra_corpus(args)),
-              parent / "final", ["trainer.resume=true"]),
+        Stage(
+            first,
+            f"training en->fr for {args.enfr_minutes:g} min",
+            training(args, "multi30k_cpu_enfr", first, args.enfr_minutes),
+            parent / first,
+            ["trainer.resume=true"],
+        ),
+        Stage(
+            "synthetic",
+            f"{verb}-translating {len(mono)} file(s) ({args.decoding})",
+            [
+                console("transformer-backtranslate"),
+                f"checkpoint={parent / first}",
+                f"input=[{','.join(map(str, mono))}]",
+                f"output={parent / 'synthetic'}",
+                f"decoding={args.decoding}",
+            ],
+            before=fetch,
+        ),
+        Stage(
+            "final",
+            f"training {final_pair} with the synthetic pairs for {args.final_minutes:g} min",
+            training(args, final_experiment, "final", args.final_minutes, *extra_corpus(args)),
+            parent / "final",
+            ["trainer.resume=true"],
+        ),
     ]
     if args.finetune_minutes > 0:  # a relaunch of an init_from run folder resumes it by itself
-        stages.append(Stage("finetune", f"fine-tuning final/ on Multi30k for {args.finetune_minutes:g} min",
-                            training(args, final_experiment, "finetune", args.finetune_minutes,
-                                     f"trainer.init_from={parent / 'final'}"), parent / "finetune"))
+        stages.append(
+            Stage(
+                "finetune",
+                f"fine-tuning final/ on Multi30k for {args.finetune_minutes:g} min",
+                training(
+                    args, final_experiment, "finetune", args.finetune_minutes, f"trainer.init_from={parent / 'final'}"
+                ),
+                parent / "finetune",
+            )
+        )
     last_run = stages[-1].run_dir
     models = [str(parent / "final"), *([str(last_run)] if args.finetune_minutes > 0 else [])]
     if args.average > 0:
         averaged = last_run / "checkpoints" / f"avg_last{args.average}.safetensors"
-        stages.append(Stage("average", f"averaging the last {args.average} checkpoints of {last_run.name}/",
-                            [console("transformer-average"), f"checkpoints=[{last_run}]", f"last={args.average}",
-                             f"output={averaged}"]))
+        stages.append(
+            Stage(
+                "average",
+                f"averaging the last {args.average} checkpoints of {last_run.name}/",
+                [
+                    console("transformer-average"),
+                    f"checkpoints=[{last_run}]",
+                    f"last={args.average}",
+                    f"output={averaged}",
+                ],
+                redo=True,
+            )
+        )
         models.append(str(averaged))
-    stages.append(Stage("results", f"evaluating {len(models)} model(s) on every test set, beam 5",
-                        [console("transformer-results"), f"checkpoints=[{','.join(models)}]", "decodings=[beam]",
-                         f"output={parent / 'results.md'}"]))
+    stages.append(
+        Stage(
+            "results",
+            f"evaluating {len(models)} model(s) on every test set, beam 5",
+            [
+                console("transformer-results"),
+                f"checkpoints=[{','.join(models)}]",
+                "decodings=[beam]",
+                f"output={parent / 'results.md'}",
+            ],
+            redo=True,
+        )
+    )
     return stages
+
+
+def status(stage: Stage, parent: Path) -> str:
+    """ "todo", "finished" (its marker holds this command, perhaps with its resume overrides) or "changed"."""
+    marker = parent / f"{stage.name}.done"
+    if not marker.exists():
+        return "todo"
+
+    def key(command: list[str]) -> list[str]:  # a console script by its name: the same from another checkout
+        return [Path(command[0]).name, *command[1:]]
+
+    ran = key(json.loads(marker.read_text())["command"])
+    return "finished" if ran in (key(stage.command), key([*stage.command, *stage.resume])) else "changed"
 
 
 def counts(stage: Stage, parent: Path) -> dict[str, int]:
@@ -166,9 +226,15 @@ def counts(stage: Stage, parent: Path) -> dict[str, int]:
 def run_stage(stage: Stage, parent: Path, prefix: str) -> None:
     """Run one stage unless its marker says it is finished; then write the marker."""
     marker, log_path = parent / f"{stage.name}.done", parent / f"{stage.name}.log"
-    if marker.exists():
+    state = status(stage, parent)
+    if state == "finished":
         print(f"{prefix} {stage.name}: finished before, skipped", flush=True)
         return
+    if state == "changed" and not stage.redo:
+        raise StageFailed(
+            f"stage {stage.name} was finished with other settings (see {marker}); choose another --parent, "
+            f"or delete {marker} and its output to redo it"
+        )
     resumed = stage.run_dir is not None and (stage.run_dir / "checkpoints" / "last.safetensors").exists()
     command = [*stage.command, *stage.resume] if resumed else stage.command
     if stage.before is not None:
@@ -190,16 +256,23 @@ def run_stage(stage: Stage, parent: Path, prefix: str) -> None:
 
 def write_summary(args: argparse.Namespace, stages: list[Stage]) -> None:
     """PARENT/pipeline.json: the mode and each finished stage's record (wall-clock, steps, command)."""
-    done = {s.name: json.loads((args.parent / f"{s.name}.done").read_text()) for s in stages
-            if (args.parent / f"{s.name}.done").exists()}
+    done = {
+        s.name: json.loads((args.parent / f"{s.name}.done").read_text())
+        for s in stages
+        if (args.parent / f"{s.name}.done").exists()
+    }
     summary = {"mode": args.mode, "stages": done}
     atomic_write_text(args.parent / "pipeline.json", json.dumps(summary, indent=2) + "\n")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--mode", choices=["bt", "st"], default="bt",
-                   help="bt: back-translation for fr->en; st: self-training for en->fr")
+    p.add_argument(
+        "--mode",
+        choices=["bt", "st"],
+        default="bt",
+        help="bt: back-translation for fr->en; st: self-training for en->fr",
+    )
     p.add_argument("--parent", type=Path, help="the stages' folder (default outputs/train_MODE)")
     p.add_argument("--enfr-minutes", type=float, default=35, help="the en->fr model's budget (reverse or teacher)")
     p.add_argument("--final-minutes", type=float, default=55, help="the final training's budget (the make train one)")
@@ -227,8 +300,8 @@ def main(argv: list[str] | None = None) -> None:
     stages = plan(args)
     if args.dry_run:
         for i, stage in enumerate(stages, start=1):
-            done = " (finished)" if (args.parent / f"{stage.name}.done").exists() else ""
-            print(f"[{i}/{len(stages)}] {stage.name}{done}: {shlex.join(stage.command)}")
+            state = {"todo": "", "finished": " (finished)", "changed": " (finished with other settings)"}
+            print(f"[{i}/{len(stages)}] {stage.name}{state[status(stage, args.parent)]}: {shlex.join(stage.command)}")
         return
     args.parent.mkdir(parents=True, exist_ok=True)
     try:

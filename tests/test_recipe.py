@@ -96,6 +96,22 @@ def test_an_interrupted_training_stage_resumes(pipeline):
 
 
 @pytest.mark.slow
+def test_a_rerun_with_other_settings_redoes_only_what_keeps_no_state(pipeline):
+    parent = pipeline["parent"]
+    averaged = recipe(*pipeline["args"], "--average", "2")  # the averaging and the results change, nothing else
+    assert averaged.returncode == 0, averaged.stderr
+    lines = {line.split()[1].rstrip(":"): line for line in averaged.stdout.splitlines() if line.startswith("[")}
+    assert all("skipped" in lines[stage] for stage in STAGES[:4])
+    assert all(" done in " in lines[stage] for stage in ("average", "results"))
+    assert (parent / "finetune" / "checkpoints" / "avg_last2.safetensors").is_file()
+    before = {stage: (parent / f"{stage}.done").stat().st_mtime_ns for stage in STAGES}
+    reweighted = recipe(*pipeline["args"], "--average", "2", "--weight", "0.5")  # final/ was trained at weight 1
+    assert reweighted.returncode == 2 and reweighted.stderr.count("\n") == 1
+    assert reweighted.stderr.startswith("error: stage final was finished with other settings")
+    assert {stage: (parent / f"{stage}.done").stat().st_mtime_ns for stage in STAGES} == before
+
+
+@pytest.mark.slow
 def test_a_failed_stage_stops_the_pipeline_with_one_error_line(tmp_path):
     _, mono = write_corpus(tmp_path, "mono", 5, seed=9)
     parent = tmp_path / "bt"
