@@ -37,9 +37,8 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 from decoding_engines import CT2_PRECISIONS, DTYPES, Case, EngineError, Engines, Pieces, Setup, ours
-from omegaconf import OmegaConf
 
-from transformer.cli import CONFIG_PATH
+from transformer.cli import user_precision
 from transformer.config import InferencePrecision, choices
 from transformer.fast_inference import inference_copy
 from transformer.fast_inference.kernels import chosen, cpu_isa, runs
@@ -61,7 +60,7 @@ def default_precision(device: str = "cpu") -> str:
     `auto` resolved, on this CPU; fp32 on a GPU (bf16 and int8 are CPU inference kernels)."""
     if device != "cpu":
         return "fp32"
-    return chosen(OmegaConf.load(Path(CONFIG_PATH) / "inference.yaml").decoding.precision)
+    return chosen(user_precision())
 
 
 def cpu_description() -> tuple[str, list[str]]:

@@ -34,6 +34,7 @@ import torch
 from omegaconf import OmegaConf
 
 from transformer.checkpoint import load_checkpoint
+from transformer.cli import CONFIG_PATH, user_precision
 from transformer.config import DecodingConfig
 from transformer.translator import Translator
 
@@ -79,25 +80,41 @@ def offline_in_fresh_process(args: argparse.Namespace) -> dict:
     """`offline()` in a new process of its own: each process has its own speed (±10% here), as each server has."""
     command = [sys.executable, __file__, "--checkpoint", args.checkpoint, "--file", args.file, "--offline-only"]
     command += ["--sentences", str(args.sentences), "--decoding", args.decoding, "--threads", str(args.threads)]
+    command += ["--precision", args.precision] if args.precision else []
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def file_translation(checkpoint: str, sentences: list[str], decoding: str, threads: int) -> float:
-    """Wall seconds of `transformer-translate input=FILE` on the sentences, loading included."""
+def file_translation(args: argparse.Namespace, sentences: list[str]) -> float:
+    """Wall seconds of `transformer-translate input=FILE` on the sentences, loading included, in the server's
+    decoding and precision."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "input.fr"
         path.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
         script = Path(sys.executable).parent / "transformer-translate"
         start = time.perf_counter()
         subprocess.run(
-            [str(script), f"checkpoint={checkpoint}", f"input={path}", f"decoding={decoding}"],
+            [str(script), f"checkpoint={args.checkpoint}", f"input={path}", *decoding_overrides(args)],
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env={**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})},
+            env={**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})},
         )
         return time.perf_counter() - start
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """The options `start_server` reads: the checkpoint, and the server's decoding, threads, wait and precision."""
+    parser.add_argument("--checkpoint", required=True, help="run directory or .safetensors file")
+    parser.add_argument("--decoding", default="beam", choices=["greedy", "beam"], help="configs/decoding/*.yaml")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (the server's too); 0 = torch's default")
+    parser.add_argument("--max-wait-ms", type=float, help="serve.max_wait_ms; default: the server's")
+    parser.add_argument("--precision", help="decoding.precision (fp32, int8, ...); default: the server's")
+
+
+def decoding_overrides(args: argparse.Namespace) -> list[str]:
+    """The decoding of the server and of `transformer-translate`: `--decoding`, and `--precision` where given."""
+    return [f"decoding={args.decoding}", *([f"decoding.precision={args.precision}"] if args.precision else [])]
 
 
 def start_server(args: argparse.Namespace, batching: bool) -> tuple[subprocess.Popen, str]:
@@ -108,14 +125,13 @@ def start_server(args: argparse.Namespace, batching: bool) -> tuple[subprocess.P
     command = [
         *(sys.executable, "-m", "transformer.cli.serve"),  # transformer-serve as a module: no installed script needed
         f"checkpoint={args.checkpoint}",
-        f"decoding={args.decoding}",
+        *decoding_overrides(args),
         f"serve.port={port}",
         f"serve.batching={str(batching).lower()}",
         f"serve.num_threads={args.threads}",
         "serve.timeout_s=600",
     ]
     command += [f"serve.max_wait_ms={args.max_wait_ms}"] if args.max_wait_ms is not None else []
-    command += [f"decoding.precision={args.precision}"] if args.precision else []
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
     while True:
@@ -237,14 +253,10 @@ def medians(runs: list[list[dict]]) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", required=True, help="run directory or .safetensors file")
     parser.add_argument("--file", default=DEFAULT_FILE, help="French sentences, one per line (.gz or plain)")
     parser.add_argument("--sentences", type=int, default=1000, help="the first N of the file")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
-    parser.add_argument("--decoding", default="beam", choices=["greedy", "beam"], help="configs/decoding/*.yaml")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads, offline and in the server; 0 = default")
-    parser.add_argument("--max-wait-ms", type=float, help="serve.max_wait_ms; default: the server's")
-    parser.add_argument("--precision", help="decoding.precision (fp32, int8, ...); default: the server's")
+    add_server_options(parser)
     parser.add_argument("--rounds", type=int, default=1, help="runs of everything; the tables give medians")
     parser.add_argument("--batching", nargs="+", default=["on", "off"], choices=["on", "off"], help="server modes")
     parser.add_argument("--client", default="raw", choices=["raw", "httpx"], help="the load generator's HTTP client")
@@ -255,14 +267,18 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     sentences = read_sentences(args.file, args.sentences)
     decoding = OmegaConf.to_object(
-        OmegaConf.merge(OmegaConf.structured(DecodingConfig), OmegaConf.load(f"configs/decoding/{args.decoding}.yaml"))
+        OmegaConf.merge(
+            OmegaConf.structured(DecodingConfig),
+            OmegaConf.load(Path(CONFIG_PATH) / "decoding" / f"{args.decoding}.yaml"),
+            {"precision": args.precision or user_precision()},  # as the server and transformer-translate decode
+        )
     )
     if args.offline_only:
         print(json.dumps(offline(args.checkpoint, sentences, decoding, rounds=3)))
         return
     bases = [offline_in_fresh_process(args) for _ in range(args.rounds)]
     base = {key: statistics.median(b[key] for b in bases) for key in bases[0]}
-    file_seconds = file_translation(args.checkpoint, sentences, args.decoding, args.threads)
+    file_seconds = file_translation(args, sentences)
     rows = [
         row
         for mode in args.batching

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
-from benchmark_serve import DEFAULT_FILE, RawClient, percentile, read_sentences, start_server
+from benchmark_serve import DEFAULT_FILE, RawClient, add_server_options, percentile, read_sentences, start_server
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -156,7 +156,6 @@ def plot(rows: list[dict], output: Path, title: str, max_growth: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="run directory or .safetensors file")
     parser.add_argument("--file", default=DEFAULT_FILE, help="French sentences, one per line (.gz or plain)")
     parser.add_argument("--sentences", type=int, default=1000, help="the first N of the file, sent round and round")
     parser.add_argument("--minutes", type=float, default=60.0)
@@ -165,10 +164,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=0.0, help="requests per second in all; 0 = as answered")
     parser.add_argument("--timeout-s", type=float, default=30.0, help="a request not answered by then is an error")
     parser.add_argument("--max-growth", type=float, default=0.05, help="allowed memory growth over the first window")
-    parser.add_argument("--decoding", default="beam", choices=["greedy", "beam"], help="configs/decoding/*.yaml")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads in the server; 0 = default")
-    parser.add_argument("--max-wait-ms", type=float, help="serve.max_wait_ms; default: the server's")
-    parser.add_argument("--precision", help="decoding.precision (fp32, int8, ...); default: the server's")
+    add_server_options(parser)
     parser.add_argument("--json", type=Path, help="write the settings, windows and summary here")
     parser.add_argument("--plot", type=Path, help="write the latency and memory plot (PNG) here")
     args = parser.parse_args()
