@@ -116,8 +116,8 @@ def extra_corpus(args: argparse.Namespace) -> list[str]:
     return [*files, *tag, f"{key}.weight={args.weight:g}"]
 
 
-def plan(args: argparse.Namespace) -> list[Stage]:
-    """The stages of this run, in order."""
+def model_stages(args: argparse.Namespace) -> list[Stage]:
+    """The stages that make models: en->fr, the synthetic corpus, the final run and its fine-tuning."""
     parent, first = args.parent, "reverse" if args.mode == "bt" else "teacher"
     bt = args.mode == "bt"
     final_experiment, final_pair = ("multi30k_cpu_fren", "fr->en") if bt else ("multi30k_cpu_enfr", "en->fr")
@@ -153,48 +153,50 @@ def plan(args: argparse.Namespace) -> list[Stage]:
         ),
     ]
     if args.finetune_minutes > 0:  # a relaunch of an init_from run folder resumes it by itself
+        finetune = training(
+            args, final_experiment, "finetune", args.finetune_minutes, f"trainer.init_from={parent / 'final'}"
+        )
         stages.append(
             Stage(
                 "finetune",
                 f"fine-tuning final/ on Multi30k for {args.finetune_minutes:g} min",
-                training(
-                    args, final_experiment, "finetune", args.finetune_minutes, f"trainer.init_from={parent / 'final'}"
-                ),
+                finetune,
                 parent / "finetune",
             )
         )
-    last_run = stages[-1].run_dir
+    return stages
+
+
+def closing_stages(args: argparse.Namespace, last_run: Path) -> list[Stage]:
+    """Averaging the last run's checkpoints (unless --average 0), then every model on every test set."""
+    parent, stages = args.parent, []
     models = [str(parent / "final"), *([str(last_run)] if args.finetune_minutes > 0 else [])]
     if args.average > 0:
         averaged = last_run / "checkpoints" / f"avg_last{args.average}.safetensors"
+        average = [
+            console("transformer-average"),
+            f"checkpoints=[{last_run}]",
+            f"last={args.average}",
+            f"output={averaged}",
+        ]
         stages.append(
-            Stage(
-                "average",
-                f"averaging the last {args.average} checkpoints of {last_run.name}/",
-                [
-                    console("transformer-average"),
-                    f"checkpoints=[{last_run}]",
-                    f"last={args.average}",
-                    f"output={averaged}",
-                ],
-                redo=True,
-            )
+            Stage("average", f"averaging the last {args.average} checkpoints of {last_run.name}/", average, redo=True)
         )
         models.append(str(averaged))
-    stages.append(
-        Stage(
-            "results",
-            f"evaluating {len(models)} model(s) on every test set, beam 5",
-            [
-                console("transformer-results"),
-                f"checkpoints=[{','.join(models)}]",
-                "decodings=[beam]",
-                f"output={parent / 'results.md'}",
-            ],
-            redo=True,
-        )
-    )
+    results = [
+        console("transformer-results"),
+        f"checkpoints=[{','.join(models)}]",
+        "decodings=[beam]",
+        f"output={parent / 'results.md'}",
+    ]
+    stages.append(Stage("results", f"evaluating {len(models)} model(s) on every test set, beam 5", results, redo=True))
     return stages
+
+
+def plan(args: argparse.Namespace) -> list[Stage]:
+    """The stages of this run, in order."""
+    stages = model_stages(args)
+    return stages + closing_stages(args, stages[-1].run_dir)
 
 
 def status(stage: Stage, parent: Path) -> str:
