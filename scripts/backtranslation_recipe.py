@@ -4,7 +4,8 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
   bt  1. reverse/    an en->fr model (+experiment=multi30k_cpu_enfr)
       2. synthetic/  the monolingual English (Multi30k Task 2 captions) translated by it: a fr->en corpus of
                      synthetic French and real English (transformer-backtranslate)
-      3. final/      fr->en (+experiment=multi30k_cpu_fren) on Multi30k plus the tagged synthetic pairs
+      3. final/      fr->en (+experiment=multi30k_cpu_fren) on Multi30k plus the synthetic pairs (by default
+                     untagged at weight 0.25: one synthetic pair per real one, the best on val of those measured)
          finetune/   optional (--finetune-minutes N): final fine-tuned on Multi30k alone (trainer.init_from)
       4. average     the last N checkpoints of the last training run (transformer-average)
       5. results     every test set, beam 5, into PARENT/results.md (transformer-results)
@@ -280,8 +281,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--final-minutes", type=float, default=55, help="the final training's budget (the make train one)")
     p.add_argument("--finetune-minutes", type=float, default=0, help="fine-tune final/ on Multi30k alone; 0 = no")
     p.add_argument("--decoding", choices=DECODINGS, default="beam", help="how the synthetic side is decoded")
-    p.add_argument("--tag", help="the synthetic corpus's tag; '' for none (default: the mode's name)")
-    p.add_argument("--weight", type=float, default=1.0, help="the synthetic corpus's data.extra_train weight")
+    p.add_argument("--tag", default="", help="a tag for the synthetic corpus, e.g. bt (default: none, chosen on val)")
+    p.add_argument("--weight", type=float, default=0.25, help="the synthetic corpus's data.extra_train weight")
     p.add_argument("--average", type=int, default=3, help="average the last N checkpoints (trainer.keep_last); 0 = no")
     p.add_argument("--shared-dir", default=DataConfig.shared_dir, help="where multi30k_task2/ is looked for")
     p.add_argument("--data-dir", type=Path, default=Path("data") / TASK2, help="where the Task 2 files are put")
@@ -290,7 +291,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides for every training stage")
     args = p.parse_intermixed_args(argv)
     args.parent = args.parent or Path("outputs") / f"train_{args.mode}"
-    args.tag = args.mode if args.tag is None else args.tag
     missing = [str(path) for path in args.mono or [] if not path.is_file()]
     if missing:
         p.exit(2, f"error: --mono {missing[0]} is no file (give the overrides before --mono)\n")

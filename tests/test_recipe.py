@@ -105,7 +105,7 @@ def test_a_rerun_with_other_settings_redoes_only_what_keeps_no_state(pipeline):
     assert all(" done in " in lines[stage] for stage in ("average", "results"))
     assert (parent / "finetune" / "checkpoints" / "avg_last2.safetensors").is_file()
     before = {stage: (parent / f"{stage}.done").stat().st_mtime_ns for stage in STAGES}
-    reweighted = recipe(*pipeline["args"], "--average", "2", "--weight", "0.5")  # final/ was trained at weight 1
+    reweighted = recipe(*pipeline["args"], "--average", "2", "--weight", "0.5")  # final/ was trained at weight 0.25
     assert reweighted.returncode == 2 and reweighted.stderr.count("\n") == 1
     assert reweighted.stderr.startswith("error: stage final was finished with other settings")
     assert {stage: (parent / f"{stage}.done").stat().st_mtime_ns for stage in STAGES} == before
