@@ -119,8 +119,8 @@ def extra_corpus(args: argparse.Namespace) -> list[str]:
 
 def model_stages(args: argparse.Namespace) -> list[Stage]:
     """The stages that make models: en->fr, the synthetic corpus, the final run and its fine-tuning."""
-    parent, first = args.parent, "reverse" if args.mode == "bt" else "teacher"
     bt = args.mode == "bt"
+    parent, first = args.parent, "reverse" if bt else "teacher"
     final_experiment, final_pair = ("multi30k_cpu_fren", "fr->en") if bt else ("multi30k_cpu_enfr", "en->fr")
     mono = args.mono or task2_files(args.data_dir)
     fetch = None if args.mono else lambda: fetch_task2(args.data_dir, args.shared_dir)
