@@ -15,7 +15,8 @@ to 1.8× slower. Calls are interleaved round by round after one warm-up each; th
     python scripts/benchmark_decoding.py --quick --precisions fp32  # a tiny run (the tests')
     python scripts/benchmark_decoding.py --size base --device cuda --precisions fp32 bf16
 
-`--uncached` and `--unpacked` add our fp32 search without the KV cache and with oneDNN off (`F.linear`);
+`--uncached` and `--unpacked` add our fp32 search without the KV cache and with oneDNN off (`F.linear`), `--eager`
+(GPU) without CUDA graphs;
 `--products` instead times the decoder's matrix products alone, in GFLOP/s, through F.linear and through the
 kernel of each inference precision (`decoding.precision`: fp32, bf16 where the CPU has bf16 products, int8).
 """
@@ -227,6 +228,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="threads of every engine; 0 = torch's default")
     parser.add_argument("--uncached", action="store_true", help="also time our fp32 search without the KV cache")
     parser.add_argument("--unpacked", action="store_true", help="also time our fp32 search with oneDNN off (F.linear)")
+    parser.add_argument("--eager", action="store_true", help="also time our fp32 search without CUDA graphs (GPU)")
     parser.add_argument("--no-marian", action="store_true", help="leave out MarianMT")
     parser.add_argument(
         "--quick", action="store_true", help="a tiny run: " + ", ".join(f"{k}={v}" for k, v in QUICK.items())
@@ -243,7 +245,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.products:
         return products(argparse.Namespace(**{**vars(args), "size": args.size[0], "batch": args.batch[0]}))
-    args.variants = [v for v, on in (("no cache", args.uncached), ("unpacked", args.unpacked)) if on]
+    wanted = (("no cache", args.uncached), ("unpacked", args.unpacked), ("eager", args.eager))
+    args.variants = [v for v, on in wanted if on]
     engines = {"ours"}
     if args.device == "cpu" and importlib.util.find_spec("ctranslate2"):
         engines.add("ctranslate2")

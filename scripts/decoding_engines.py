@@ -39,7 +39,7 @@ class Case(NamedTuple):
     size: str
     strategy: str  # greedy | beam
     batch: int
-    variant: str = ""  # "", "no cache" or "unpacked"
+    variant: str = ""  # "", "no cache", "unpacked" or "eager" (no CUDA graphs)
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,13 @@ def _search_model(setup: Setup, size: str, precision: str):
 
 def _ours(case: Case, setup: Setup) -> Callable[[], object]:
     model = _search_model(setup, case.size, case.precision)
-    options = dict(bos_id=BOS_ID, eos_id=-1, max_len=setup.out_len, use_cache=case.variant != "no cache")
+    options = dict(
+        bos_id=BOS_ID,
+        eos_id=-1,
+        max_len=setup.out_len,
+        use_cache=case.variant != "no cache",
+        cuda_graphs=case.variant != "eager",
+    )
     decode = functools.partial(greedy_decode, **options)
     if case.strategy == "beam":
         decode = functools.partial(beam_search, beam_size=BEAM, **options)

@@ -4,6 +4,7 @@ import torch
 from torch import Tensor
 
 from transformer.config import LengthPenalty, choices
+from transformer.fast_inference.graphs import StaticSearchState, applies
 from transformer.interface import Seq2SeqModel
 from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, strip_eos
 
@@ -52,17 +53,21 @@ class _Pool:
         for name in ("score", "raw", "tokens", "token_scores", "length"):
             setattr(self, name, getattr(self, name).index_select(0, sentences))
 
-    def hypotheses(self, b: int, eos_id: int) -> list[Hypothesis]:
-        out = []
-        for j in range(self.score.size(1)):
-            if self.score[b, j] == NEG_INF:
-                break
-            n = int(self.length[b, j])
-            tokens = strip_eos(self.tokens[b, j, :n].tolist(), eos_id)
-            out.append(
-                Hypothesis(tokens, float(self.score[b, j]), float(self.raw[b, j]), self.token_scores[b, j, :n].tolist())
-            )
-        return out
+    def hypotheses(self, sentences: list[int], eos_id: int) -> list[list[Hypothesis]]:
+        """The finished hypotheses of each of `sentences` (batch positions), best first; read from the device once."""
+        rows = torch.tensor(sentences, device=self.score.device)
+
+        def kept(scores: list[float]) -> list[int]:  # the slots holding a hypothesis (-inf: none)
+            return [j for j, score in enumerate(scores) if score > NEG_INF]
+
+        score, raw, length, tokens, token_scores = (
+            getattr(self, name).index_select(0, rows).tolist()
+            for name in ("score", "raw", "length", "tokens", "token_scores")
+        )
+        return [
+            [Hypothesis(strip_eos(t[j][: n[j]], eos_id), s[j], r[j], ts[j][: n[j]]) for j in kept(s)]
+            for s, r, n, t, ts in zip(score, raw, length, tokens, token_scores)
+        ]
 
 
 def _candidates(scores: Tensor, logp: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -114,7 +119,8 @@ def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor
     # A live hypothesis' log-probability only falls, so its best possible score is
     # its current one over the largest divisor it could still reach.
     best_divisor = divisor.cummax(0).values[limit - 1]  # (B,), as `limit`: per sentence still searched
-    search = SearchState(model, src, options, longest)
+    static = applies(model, src, options)  # on a GPU: a CUDA graph per step
+    search = (StaticSearchState if static else SearchState)(model, src, options, longest)
     pool = _Pool(batch, options.n_best, longest, model.pad_id, device)
     scores = torch.zeros(batch, 1, device=device)  # (B, W): the live hypotheses' log-probabilities, in slot order
     may_finish = torch.arange(2 * k, device=device) < k  # by rank: only the top K candidates finish
@@ -140,8 +146,9 @@ def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor
         done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= best / best_divisor))
         keep = None  # every sentence goes on
         if done.any():
-            for b in done.nonzero().flatten().tolist():
-                results[int(active[b])] = pool.hypotheses(b, eos_id)
+            finished = done.nonzero().flatten().tolist()
+            for b, hyps in zip(active[finished].tolist(), pool.hypotheses(finished, eos_id)):
+                results[b] = hyps
             keep = (~done).nonzero().flatten()
             if keep.numel() == 0:
                 break

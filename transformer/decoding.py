@@ -5,10 +5,11 @@
 sentence, a list of `Hypothesis` (best first). All strategies share one step
 (`SearchState.step`); with `use_cache=True` a step feeds only the newest token and
 reads the rest of the prefix from a `DecoderCache`, with `use_cache=False` it re-runs
-the whole prefix. The two give the same ids. Lengths count generated tokens
-including EOS; BOS and pad are never generated. The search runs on the model it is
-given: whoever loads a model for inference passes its `inference_copy`
-(`transformer.fast_inference`), made once. `greedy_decode` and `beam_search` are
+the whole prefix. The two give the same ids. On a GPU, greedy and beam search replay each decoder
+step as one CUDA graph over static shapes (`fast_inference.graphs`), with the same ids as the eager
+search. Lengths count generated tokens including EOS; BOS and pad are never generated. The
+search runs on the model it is given: whoever loads a model for inference passes its
+`inference_copy` (`transformer.fast_inference`), made once. `greedy_decode` and `beam_search` are
 keyword shorthands of `search` that return ids.
 """
 
@@ -17,6 +18,7 @@ from torch import Tensor
 
 from transformer.beam import beam, penalty_divisor
 from transformer.config import DecodingConfig
+from transformer.fast_inference.graphs import StaticGreedy, applies
 from transformer.interface import Seq2SeqModel
 from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, limits, strip_eos
 
@@ -78,6 +80,13 @@ def _one_best(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: T
     return out[:, :steps], scores[:, :steps]
 
 
+def _greedy(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor) -> tuple[Tensor, Tensor]:
+    """`_one_best` with greedy choices: replayed as a CUDA graph per step where that applies, else eagerly."""
+    if src.size(0) and applies(model, src, options):
+        return StaticGreedy(model, src, options, limit).run()
+    return _one_best(model, src, options, limit, _pick_greedy)
+
+
 def _as_hypotheses(ids: Tensor, scores: Tensor, eos_id: int, pad_id: int) -> list[list[Hypothesis]]:
     """`_one_best`'s rows as one `Hypothesis` per sentence, scored by its log-probability."""
     hyps = []
@@ -97,9 +106,7 @@ def _prepared(model: Seq2SeqModel, src: Tensor, options: SearchOptions, max_len:
     return limits(max_len, src.size(0), src.device)
 
 
-def _picker(options: SearchOptions, generator: torch.Generator | None, device: torch.device):
-    if options.strategy != "sample":
-        return _pick_greedy
+def _checked_sampler(options: SearchOptions, generator: torch.Generator | None, device: torch.device):
     if generator is not None and generator.device.type != device.type:
         raise ValueError(f"sampling on {device} needs a generator there, not on {generator.device}")
     return _sampler(options, generator)
@@ -121,20 +128,32 @@ def search(
     limit = _prepared(model, src, options, max_len)
     if options.strategy == "beam":
         return beam(model, src, options, limit)
-    ids, scores = _one_best(model, src, options, limit, _picker(options, generator, src.device))
+    if options.strategy == "greedy":
+        ids, scores = _greedy(model, src, options, limit)
+    else:
+        ids, scores = _one_best(model, src, options, limit, _checked_sampler(options, generator, src.device))
     return _as_hypotheses(ids, scores, options.eos_id, model.pad_id)
 
 
 @torch.inference_mode()
 def greedy_decode(
-    model: Seq2SeqModel, src: Tensor, *, bos_id: int, eos_id: int, max_len: int | Tensor, use_cache: bool = True
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_len: int | Tensor,
+    use_cache: bool = True,
+    cuda_graphs: bool = True,
 ) -> Tensor:
     """`search`'s greedy ids as one tensor (B, ≤max_len): without BOS, EOS included where generated, pad_id after.
 
-    `max_len` may be a (B,) tensor of per-sentence limits.
+    `max_len` may be a (B,) tensor of per-sentence limits; `cuda_graphs=False` keeps a GPU search eager.
     """
-    options = SearchOptions.from_config(strategy="greedy", bos_id=bos_id, eos_id=eos_id, use_cache=use_cache)
-    return _one_best(model, src, options, _prepared(model, src, options, max_len), _pick_greedy)[0]
+    options = SearchOptions.from_config(
+        strategy="greedy", bos_id=bos_id, eos_id=eos_id, use_cache=use_cache, cuda_graphs=cuda_graphs
+    )
+    return _greedy(model, src, options, _prepared(model, src, options, max_len))[0]
 
 
 def beam_search(
@@ -147,8 +166,10 @@ def beam_search(
     max_len: int | Tensor,
     length_penalty: float = DecodingConfig.length_penalty,
     use_cache: bool = True,
+    cuda_graphs: bool = True,
 ) -> list[list[int]]:
-    """Beam search: the best hypothesis of each sentence as a list of ids without BOS and EOS."""
+    """Beam search: the best hypothesis of each sentence as a list of ids without BOS and EOS; `cuda_graphs=False`
+    keeps a GPU search eager."""
     options = SearchOptions.from_config(
         strategy="beam",
         beam_size=beam_size,
@@ -156,5 +177,6 @@ def beam_search(
         eos_id=eos_id,
         length_penalty=length_penalty,
         use_cache=use_cache,
+        cuda_graphs=cuda_graphs,
     )
     return [hyps[0].tokens for hyps in search(model, src, options, max_len=max_len)]

@@ -45,6 +45,7 @@ class SearchOptions:
     top_p: float
     temperature: float
     use_cache: bool = True
+    cuda_graphs: bool = True  # greedy on a GPU: replay each step as one CUDA graph (`fast_inference.graphs`)
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
 
