@@ -10,7 +10,8 @@ to fp32 with one warning elsewhere; auto is int8 where it runs, else fp32 withou
 which kernels run). The copy is made once where a model is loaded for inference (a `Translator`) and kept for all
 its searches, by every thread. A packed weight does not follow the parameters: weights changed in place (e.g. by
 fused Adam, which does not even bump their version counters) need a fresh copy, so validation during training
-makes one each time. The model itself is never modified.
+makes one each time. The model itself is never modified. On a GPU the copy is the model itself and the speed comes
+from the search: `graphs` runs it with static shapes, each decoder step replayed as one CUDA graph.
 """
 
 import copy
