@@ -6,7 +6,8 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
                      synthetic French and real English (transformer-backtranslate)
       3. final/      fr->en (+experiment=multi30k_cpu_fren) on Multi30k plus the synthetic pairs (by default
                      untagged at weight 0.25: one synthetic pair per real one, the best on val of those measured)
-         finetune/   optional (--finetune-minutes N): final fine-tuned on Multi30k alone (trainer.init_from)
+         finetune/   final fine-tuned on Multi30k alone (trainer.init_from) for --finetune-minutes (bt: 10 by
+                     default, chosen on val; 0 = none)
       4. average     the last N checkpoints of the last training run (transformer-average)
       5. results     every test set, beam 5, into PARENT/results.md (transformer-results)
   st  the same in en->fr: teacher/ is the en->fr model, whose own French for the captions becomes extra en->fr
@@ -48,6 +49,7 @@ TASK2_URL = (
     "/data/task2/raw/{split}.{lang}.gz"
 )
 TASK2_FILES = [f"train.{k}.en.gz" for k in range(1, 6)]
+FINETUNE_MINUTES = {"bt": 10, "st": 0}  # bt: +0.45 val beam BLEU (docs/results.md); st: not measured
 DECODINGS = sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "decoding").glob("*.yaml"))
 
 
@@ -279,7 +281,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--parent", type=Path, help="the stages' folder (default outputs/train_MODE)")
     p.add_argument("--enfr-minutes", type=float, default=35, help="the en->fr model's budget (reverse or teacher)")
     p.add_argument("--final-minutes", type=float, default=55, help="the final training's budget (the make train one)")
-    p.add_argument("--finetune-minutes", type=float, default=0, help="fine-tune final/ on Multi30k alone; 0 = no")
+    p.add_argument(
+        "--finetune-minutes",
+        type=float,
+        help="fine-tune final/ on Multi30k alone; 0 = no (default: bt 10, chosen on val; st 0, not measured)",
+    )
     p.add_argument("--decoding", choices=DECODINGS, default="beam", help="how the synthetic side is decoded")
     p.add_argument("--tag", default="", help="a tag for the synthetic corpus, e.g. bt (default: none, chosen on val)")
     p.add_argument("--weight", type=float, default=0.25, help="the synthetic corpus's data.extra_train weight")
@@ -291,6 +297,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides for every training stage")
     args = p.parse_intermixed_args(argv)
     args.parent = args.parent or Path("outputs") / f"train_{args.mode}"
+    if args.finetune_minutes is None:
+        args.finetune_minutes = FINETUNE_MINUTES[args.mode]
     missing = [str(path) for path in args.mono or [] if not path.is_file()]
     if missing:
         p.exit(2, f"error: --mono {missing[0]} is no file (give the overrides before --mono)\n")
