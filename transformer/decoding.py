@@ -82,7 +82,7 @@ def _one_best(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: T
 
 def _greedy(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor) -> tuple[Tensor, Tensor]:
     """`_one_best` with greedy choices: replayed as a CUDA graph per step where that applies, else eagerly."""
-    if src.size(0) and applies(model, src, options):
+    if applies(model, src, options):
         return StaticGreedy(model, src, options, limit).run()
     return _one_best(model, src, options, limit, _pick_greedy)
 
