@@ -10,6 +10,7 @@ same steps run eagerly, which checks their logic against the eager search where 
 """
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -20,6 +21,7 @@ from transformer.attention.dot import DotAttention
 from transformer.search_state import NEG_INF, SearchOptions, SearchState
 
 CHECK_EVERY = 8  # greedy: steps between two looks at whether every row has finished (each look waits for the GPU)
+_RECORDING = threading.Lock()  # held while a step is recorded
 STATIC_DEVICES = {"cuda"}  # where searches run with static shapes; tests add "cpu" to check them eagerly
 
 
@@ -45,14 +47,15 @@ def recorded(step: Callable[[], Tensor], device: torch.device) -> Callable[[], T
     recording changed."""
     if device.type != "cuda":
         return step
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = step()
+    with _RECORDING:  # the service decodes in several threads: one records at a time, the others may replay
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            out = step()
 
     def replay() -> Tensor:
         graph.replay()
