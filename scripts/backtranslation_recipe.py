@@ -9,7 +9,8 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
          finetune/   final fine-tuned on Multi30k alone (trainer.init_from) for --finetune-minutes (bt: 10 by
                      default, chosen on val; 0 = none)
       4. average     the last N checkpoints of the last training run (transformer-average)
-      5. results     every test set, beam 5, into PARENT/results.md (transformer-results)
+      5. results     every test set, beam 5, into PARENT/results.md (transformer-results): final/, finetune/,
+                     their ensemble, and the averaged checkpoint
   st  the same in en->fr: teacher/ is the en->fr model, whose own French for the captions becomes extra en->fr
       pairs (self-training / forward translation, He et al. 2020) for an en->fr final/.
 
@@ -171,9 +172,12 @@ def model_stages(args: argparse.Namespace) -> list[Stage]:
 
 
 def closing_stages(args: argparse.Namespace, last_run: Path) -> list[Stage]:
-    """Averaging the last run's checkpoints (unless --average 0), then every model on every test set."""
+    """Averaging the last run's checkpoints (unless --average 0), then every model on every test set: final/, and
+    with a fine-tuning, finetune/ and the ensemble of the two."""
     parent, stages = args.parent, []
-    models = [str(parent / "final"), *([str(last_run)] if args.finetune_minutes > 0 else [])]
+    models = [str(parent / "final")]
+    if args.finetune_minutes > 0:
+        models += [str(last_run), f"[{parent / 'final'},{last_run}]"]
     if args.average > 0:
         averaged = last_run / "checkpoints" / f"avg_last{args.average}.safetensors"
         average = [

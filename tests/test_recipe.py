@@ -68,7 +68,9 @@ def test_all_stages_run_in_order_and_are_recorded(pipeline):
     assert 0 < summary["stages"]["synthetic"]["sentences"] <= 60
     manifest = json.loads((parent / "synthetic" / "backtranslation.json").read_text())
     assert (manifest["src_lang"], manifest["tgt_lang"]) == ("fr", "en") and manifest["inputs"][0].endswith("mono.en")
-    assert "toy" in (parent / "results.md").read_text()
+    report = (parent / "results.md").read_text()
+    for model in ("final", "finetune", "final + {parent}/finetune", "finetune/checkpoints/avg_last3.safetensors"):
+        assert f"| {parent}/{model.format(parent=parent)} | " in report  # one row each, the ensemble's too
 
 
 @pytest.mark.slow
@@ -138,6 +140,7 @@ def test_dry_run_prints_each_stage_command_and_runs_nothing(tmp_path):
     assert "+experiment=multi30k_cpu_enfr" in lines[0] and "train.5.en.gz" in lines[1]  # Task 2 by default
     assert f"+data.extra_train.st.src={parent}/synthetic/train.en" in lines[2] and "model=tiny" in lines[2]
     assert f"trainer.init_from={parent}/final" in lines[3]
+    assert f"checkpoints=[{parent}/final,{parent}/finetune,[{parent}/final,{parent}/finetune]," in lines[5]
     assert not parent.exists()
 
 

@@ -64,18 +64,24 @@ def test_extra_test_sets_in_the_same_direction(tmp_path):
 
 @pytest.mark.slow
 def test_the_report_through_the_console_script(cli_setup, tmp_path):
-    """Every test set x decoding gives one row, plus the hardware, the signatures and the sample rows."""
-    report = tmp_path / "results.md"
-    args = f"""checkpoints=[{cli_setup["tmp"]}/run] 'decodings=[greedy,"beam:beam_size=2"]' samples=4"""
+    """Every checkpoint x test set x decoding gives one row, plus the hardware, the signatures and the sample rows;
+    an ensemble of a model with itself (a list in the list) scores as the model, with its parameters twice."""
+    report, run = tmp_path / "results.md", f"{cli_setup['tmp']}/run"
+    args = f"""'checkpoints=[{run},[{run},{run}]]' 'decodings=[greedy,"beam:beam_size=2"]' samples=4"""
     args += f" output={report} extra_dir={tmp_path}"
     result = subprocess.run(
         [str(BIN / "transformer-results"), *shlex.split(args)], cwd=tmp_path, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = report.read_text().splitlines()
-    rows = [line for line in lines if line.startswith(f"| {cli_setup['tmp']}/run |")]
+    rows = [line for line in lines if line.startswith(f"| {run} |")]
     assert [row.split(" | ")[3:5] for row in rows] == [["toy", "greedy"], ["toy", "beam 2, power α=1.0"]]
     assert rows == result.stdout.splitlines()[:2] and f"wrote {report}" in result.stdout
+    pair = [line.split(" | ") for line in lines if line.startswith(f"| {run} + {run} |")]
+    single = [row.split(" | ") for row in rows]
+    assert [row[3:] for row in pair] == [row[3:] for row in single]  # test set, decoding, BLEU, chrF
+    assert all(abs(float(p[1][:-1]) - 2 * float(s[1][:-1])) < 0.15 for p, s in zip(pair, single))  # "0.3M": rounded
+    assert all(row[2] == f"{single[0][2]} + {single[0][2]}" for row in pair)
     assert any(line.startswith("Hardware: ") for line in lines)
     assert sum(line.startswith(("BLEU: `", "chrF: `")) for line in lines) == 2
     assert len(lines[lines.index("| source | ours | reference |") :]) == 2 + 4

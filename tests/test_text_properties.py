@@ -132,7 +132,9 @@ def test_transformer_translate_on_stdin_and_input_file(checkpoint, translator, r
     source = tmp_path_factory.mktemp("input") / "in.txt"
     source.write_bytes(data)
     script = Path(sys.executable).parent / "transformer-translate"
-    args = [str(script), f"checkpoint={checkpoint}", "decoding=greedy", f"decoding.max_len_b={DEFAULTS.max_len_b}"]
+    # the translator's precision (fp32), not the command's own default (`auto`: int8 where it runs)
+    decoding = [f"decoding.max_len_b={DEFAULTS.max_len_b}", f"decoding.precision={DEFAULTS.precision}"]
+    args = [str(script), f"checkpoint={checkpoint}", "decoding=greedy", *decoding]
     wanted = expected_output(translator, raw)
     for extra, stdin in (([], data), ([f"input={source}"], None)):
         result = subprocess.run([*args, *extra], input=stdin, capture_output=True, timeout=300)

@@ -360,7 +360,9 @@ class AverageConfig:
 
 @dataclass
 class ResultsConfig:
-    checkpoints: list[str] = MISSING  # run folders (their best checkpoint) and/or .safetensors files
+    # run folders (their best checkpoint) and/or .safetensors files; a list among them is an ensemble, one row:
+    # checkpoints=[A,B,[A,B]]
+    checkpoints: list[Any] = MISSING
     output: str = "results.md"  # the Markdown report
     # configs/decoding presets, each with optional overrides: "beam:beam_size=8,length_penalty=0.6"
     decodings: list[str] = field(default_factory=lambda: ["greedy", "beam"])

@@ -99,9 +99,19 @@ def check_members(ckpts: list[Checkpoint]) -> None:
             )
 
 
-def load_models(checkpoint, device: torch.device | str) -> tuple[Checkpoint, nn.Module]:
-    """The first checkpoint (config, tokenizer, path) and the model to search: that checkpoint's model itself
-    when one is given, else an `Ensemble` of them all."""
+def load_members(checkpoint, device: torch.device | str) -> list[Checkpoint]:
+    """The checkpoints of `checkpoint=PATH` or `checkpoint=[A,B,...]`, checked to form one ensemble."""
     ckpts = [load_checkpoint(path, device) for path in checkpoint_paths(checkpoint)]
     check_members(ckpts)
-    return ckpts[0], ckpts[0].model if len(ckpts) == 1 else Ensemble([c.model for c in ckpts])
+    return ckpts
+
+
+def searched_model(ckpts: list[Checkpoint]) -> nn.Module:
+    """The model to search: the one checkpoint's model itself, else an `Ensemble` of them all."""
+    return ckpts[0].model if len(ckpts) == 1 else Ensemble([c.model for c in ckpts])
+
+
+def load_models(checkpoint, device: torch.device | str) -> tuple[Checkpoint, nn.Module]:
+    """The first checkpoint (config, tokenizer, path) and the model to search (`searched_model`)."""
+    ckpts = load_members(checkpoint, device)
+    return ckpts[0], searched_model(ckpts)

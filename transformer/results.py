@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig
 from transformer.corpus import ParallelFiles, evaluation_splits, fetch, read_parallel
+from transformer.ensemble import searched_model
 from transformer.errors import UserError
 from transformer.translator import Translator
 
@@ -98,15 +99,19 @@ class Report:
         self.decodings, self.n_samples = decodings, n_samples
         self.rows, self.signatures, self.sample_rows = list(HEADER), set(), []
 
-    def score(self, name: str, ckpt: Checkpoint, sets: dict[str, ParallelFiles]) -> None:
-        """Translate every test set with every decoding and add one row each (also printed)."""
-        params = sum(p.numel() for p in ckpt.model.parameters()) / 1e6
-        trained = f"{float(ckpt.meta.get('train_minutes') or 'nan'):.0f} min, step {ckpt.meta.get('step')}"
+    def score(self, name: str, ckpts: list[Checkpoint], sets: dict[str, ParallelFiles]) -> None:
+        """Translate every test set with every decoding by the model, or the ensemble, of `ckpts` and add one row
+        each (also printed)."""
+        model, tokenizer = searched_model(ckpts), ckpts[0].tokenizer
+        params = sum(p.numel() for p in model.parameters()) / 1e6
+        trained = " + ".join(
+            f"{float(c.meta.get('train_minutes') or 'nan'):.0f} min, step {c.meta.get('step')}" for c in ckpts
+        )
         for set_name, files in sets.items():
             pairs = list(read_parallel(files))
             sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
             for spec, cfg in self.decodings.items():
-                hyps = Translator(ckpt.model, ckpt.tokenizer, cfg).translate(sources, progress=True)
+                hyps = Translator(model, tokenizer, cfg).translate(sources, progress=True)
                 bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
                 b, c = bleu.corpus_score(hyps, [refs]).score, chrf.corpus_score(hyps, [refs]).score
                 row = f"| {name} | {params:.1f}M | {trained} | {set_name} | {label(cfg)} | {b:.2f} | {c:.2f} |"

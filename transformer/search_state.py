@@ -74,6 +74,18 @@ class SearchOptions:
         return limit.clamp(1, max_positions - 1)
 
 
+def never_generated(options: SearchOptions, model: Seq2SeqModel, device: torch.device) -> Tensor:
+    """The ids no search may generate: BOS and padding."""
+    return torch.tensor([options.bos_id, model.pad_id], device=device)
+
+
+def next_log_probs(logits: Tensor, banned: Tensor) -> Tensor:
+    """Log-probabilities (N, V), in fp32, of the next token from its logits (N, V), with `banned` ids at -inf."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    logp.index_fill_(1, banned, NEG_INF)
+    return logp
+
+
 def limits(max_len: int | Tensor, batch: int, device: torch.device) -> Tensor:
     """Per-sentence output limits (B,) from an int or a (B,) tensor."""
     if isinstance(max_len, Tensor):
@@ -95,7 +107,7 @@ class SearchState:
         self.prefix = torch.full((src.size(0), max_len + 1), options.bos_id, dtype=torch.long, device=src.device)
         self.logprobs = torch.zeros(src.size(0), max_len, device=src.device)  # per generated token
         self.length = 1  # filled prefix positions, BOS included
-        self.banned = torch.tensor([options.bos_id, model.pad_id], device=src.device)
+        self.banned = never_generated(options, model, src.device)
         self.min_len, self.ngram = options.min_len, options.no_repeat_ngram_size
 
     def step(self) -> Tensor:
@@ -103,8 +115,7 @@ class SearchState:
         prefix = self.prefix[:, : self.length]
         tgt_in = prefix[:, -1:] if self.cache is not None else prefix
         logits = self.model.decode(tgt_in, self.memory, self.src_mask, self.cache)
-        logp = torch.log_softmax(logits[:, -1].float(), dim=-1)
-        logp.index_fill_(1, self.banned, NEG_INF)
+        logp = next_log_probs(logits[:, -1], self.banned)
         if self.length - 1 < self.min_len and 0 <= self.eos_id < logp.size(1):
             logp[:, self.eos_id] = NEG_INF
         if self.ngram > 0 and self.length >= self.ngram:

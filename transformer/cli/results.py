@@ -4,9 +4,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH, hydra_app, user_errors
 from transformer.config import ResultsConfig
+from transformer.ensemble import checkpoint_paths, load_members
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
 from transformer.results import Report, decoding, test_sets
@@ -22,9 +22,10 @@ def main(cfg: DictConfig) -> None:
             raise UserError(f"output={cfg.output} is a folder; give the report's file name")
         report = Report({spec: decoding(spec, Path(CONFIG_PATH)) for spec in cfg.decodings}, cfg.samples)
         device = pick_device(cfg.device)
-        for path in cfg.checkpoints:
-            ckpt = load_checkpoint(path, device)
-            report.score(path, ckpt, test_sets(ckpt.config.data, cfg.extra_dir))
+        for entry in cfg.checkpoints:  # a path, or a list of paths: an ensemble
+            ckpts = load_members(entry, device)
+            name = " + ".join(checkpoint_paths(entry))
+            report.score(name, ckpts, test_sets(ckpts[0].config.data, cfg.extra_dir))
         atomic_write_text(Path(cfg.output), report.markdown())
         print(f"wrote {cfg.output}")
 

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from transformer.attention.dot import DotAttention
-from transformer.search_state import NEG_INF, SearchOptions, SearchState
+from transformer.search_state import NEG_INF, SearchOptions, SearchState, never_generated, next_log_probs
 
 CHECK_EVERY = 8  # greedy: steps between two looks at whether every row has finished (each look waits for the GPU)
 _RECORDING = threading.Lock()  # held while a step is recorded
@@ -76,7 +76,7 @@ class StaticStep:
         rows = keys.size(0) * group
         self.self_kv = keys.new_zeros(len(model.decoder), 2, rows, keys.size(1), length, keys.size(3))
         self.key_positions = torch.arange(length, device=device)  # self_kv is (layers, k|v, N, H, L, Dh)
-        self.banned = torch.tensor([options.bos_id, model.pad_id], device=device)
+        self.banned = never_generated(options, model, device)
         self.position = torch.zeros((), dtype=torch.long, device=device)  # the fed token's position (BOS: 0)
         self.tokens = torch.empty(rows, 1, dtype=torch.long, device=device)  # the fed token of each row
         self.reset()
@@ -110,8 +110,7 @@ class StaticStep:
         seen = (self.key_positions <= self.position).view(1, 1, 1, -1)  # (1, 1, 1, L): the prefix so far
         for i in range(len(model.decoder)):
             x = self._layer(i, x, at, seen)
-        logp = torch.log_softmax(model.output(model.decoder_norm(x))[:, -1].float(), dim=-1)  # (N, V)
-        logp.index_fill_(1, self.banned, NEG_INF)
+        logp = next_log_probs(model.output(model.decoder_norm(x))[:, -1], self.banned)  # (N, V)
         if 0 <= eos_id < logp.size(1) and self.options.min_len > 0:
             logp[:, eos_id] = torch.where(self.position < self.options.min_len, NEG_INF, logp[:, eos_id])
         self.position += 1
