@@ -258,3 +258,24 @@ def test_transformer_average(corpus, tmp_path):
     assert (averaged.meta["step"], averaged.meta["train_minutes"]) == (newest["step"], newest["train_minutes"])
     name = "decoder.0.ff.fc1.weight"
     torch.testing.assert_close(averaged.model.state_dict()[name], (a[name] + b[name]) / 2)
+
+
+
+def test_the_bar_fills_with_the_budget_whichever_limit_is_nearer(tmp_path):
+    """The bar shows the share of the budget used, so its time left holds for a run limited by the clock."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from transformer.config import TrainerConfig
+    from transformer.training.monitor import TrainMonitor
+    from transformer.training.progress import TrainingProgress
+
+    limits = TrainerConfig(max_steps=1000, max_minutes=10.0, progress=True, log_every=1)
+    progress = TrainingProgress(step=100)  # 10% of the steps
+    with SummaryWriter(str(tmp_path)) as writer:
+        monitor = TrainMonitor(writer, limits, progress.budget_used(60.0, limits), enabled=True)
+        assert monitor.bar.n == 10.0  # one minute of ten is 10% too
+        progress.step = 200
+        monitor.stepped(200, 2.5, 1e-3, 5.0, progress.budget_used(300.0, limits))
+        assert monitor.bar.n == 50.0  # five minutes of ten: the clock is nearer than 200 steps of 1000
+        assert "50% of budget" in str(monitor.bar) and "step=200" in str(monitor.bar)
+        monitor.close()

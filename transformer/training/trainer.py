@@ -151,7 +151,8 @@ class Trainer:
         handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         limits, progress = self.cfg.trainer, self.progress
         self.progress.start_clock()
-        self.monitor = TrainMonitor(self.writer, limits, progress.step, self.main)
+        used = progress.budget_used(progress.train_seconds(), limits)
+        self.monitor = TrainMonitor(self.writer, limits, used, self.main)
         self.last_validated = progress.step
         try:
             stopped = progress.step >= limits.max_steps
@@ -216,8 +217,9 @@ class Trainer:
         self.monitor.count(result.tokens)
         if not result.applied:
             return
-        step, lr = self.progress.step, self.optimizer.param_groups[0]["lr"]
-        self.monitor.stepped(step, result.loss, lr, self.progress.train_seconds() / 60)
+        step, lr, seconds = self.progress.step, self.optimizer.param_groups[0]["lr"], self.progress.train_seconds()
+        used = self.progress.budget_used(seconds, self.cfg.trainer)
+        self.monitor.stepped(step, result.loss, lr, seconds / 60, used)
         if step % self.cfg.trainer.val_every == 0 and step != self.last_validated:
             self.validate()
             self.keeper.save_last(self.progress, self.optimizer, self.stepper.scaler)
