@@ -50,7 +50,7 @@ TASK2_URL = (
     "/data/task2/raw/{split}.{lang}.gz"
 )
 TASK2_FILES = [f"train.{k}.en.gz" for k in range(1, 6)]
-FINETUNE_MINUTES = {"bt": 10, "st": 0}  # bt: +0.45 val beam BLEU (docs/results.md); st: not measured
+FINETUNE_MINUTES = {"bt": 10, "st": 0}  # bt: val beam +0.45 on a Zen 3, -0.53 on a Zen 5 (docs/results.md)
 DECODINGS = sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "decoding").glob("*.yaml"))
 
 
