@@ -9,7 +9,7 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
          finetune/   final fine-tuned on Multi30k alone (trainer.init_from) for --finetune-minutes (bt: 10 by
                      default, chosen on val; 0 = none)
       4. average     the last N checkpoints of the last training run (transformer-average)
-      5. results     every test set, beam 5, into PARENT/results.md (transformer-results): final/, finetune/,
+      5. results     every test set and val, beam 5, into PARENT/results.md (transformer-results): final/, finetune/,
                      their ensemble, and the averaged checkpoint
   st  the same in en->fr: teacher/ is the en->fr model, whose own French for the captions becomes extra en->fr
       pairs (self-training / forward translation, He et al. 2020) for an en->fr final/.
@@ -194,6 +194,7 @@ def closing_stages(args: argparse.Namespace, last_run: Path) -> list[Stage]:
         console("transformer-results"),
         f"checkpoints=[{','.join(models)}]",
         "decodings=[beam]",
+        "val=true",  # the val rows: the choice among the models
         f"output={parent / 'results.md'}",
     ]
     stages.append(Stage("results", f"evaluating {len(models)} model(s) on every test set, beam 5", results, redo=True))

@@ -60,6 +60,8 @@ def test_extra_test_sets_in_the_same_direction(tmp_path):
     assert list(results.test_sets(cfg, str(tmp_path))) == ["mine", "tatoeba_test"]
     assert list(results.test_sets(cfg, str(tmp_path / "elsewhere"))) == ["mine"]
     assert list(results.test_sets(OmegaConf.merge(cfg, {"src_lang": "de"}), str(tmp_path))) == ["mine"]
+    with_val = OmegaConf.merge(cfg, {"val": mine})  # val=true: the val split too, after the test sets
+    assert list(results.test_sets(with_val, str(tmp_path), val=True)) == ["mine", "tatoeba_test", "val"]
 
 
 @pytest.mark.slow

@@ -43,8 +43,9 @@ def decoding(spec: str, config_dir: Path) -> DecodingConfig:
     return OmegaConf.to_object(merged)
 
 
-def test_sets(data_cfg: DictConfig, extra_dir: str | None) -> dict[str, ParallelFiles]:
-    """The checkpoint's own test splits, plus Tatoeba test and newstest2014 where `extra_dir` holds them."""
+def test_sets(data_cfg: DictConfig, extra_dir: str | None, val: bool = False) -> dict[str, ParallelFiles]:
+    """The checkpoint's own test splits, plus Tatoeba test and newstest2014 where `extra_dir` holds them, and
+    its val split last when `val`."""
     sets = fetch(data_cfg, evaluation_splits(data_cfg))
     extra = extra_dir or data_cfg.get("shared_dir")
     for name, (corpus, split) in EXTRA.items() if extra else []:
@@ -53,7 +54,7 @@ def test_sets(data_cfg: DictConfig, extra_dir: str | None) -> dict[str, Parallel
         )
         if files.src.exists() and files.tgt.exists() and data_cfg.get("name") != corpus:
             sets[name] = files
-    return sets
+    return sets | (fetch(data_cfg, [data_cfg.val_split]) if val else {})
 
 
 def hardware() -> str:

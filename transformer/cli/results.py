@@ -25,7 +25,7 @@ def main(cfg: DictConfig) -> None:
         for entry in cfg.checkpoints:  # a path, or a list of paths: an ensemble
             ckpts = load_members(entry, device)
             name = " + ".join(checkpoint_paths(entry))
-            report.score(name, ckpts, test_sets(ckpts[0].config.data, cfg.extra_dir))
+            report.score(name, ckpts, test_sets(ckpts[0].config.data, cfg.extra_dir, cfg.val))
         atomic_write_text(Path(cfg.output), report.markdown())
         print(f"wrote {cfg.output}")
 
