@@ -260,7 +260,6 @@ def test_transformer_average(corpus, tmp_path):
     torch.testing.assert_close(averaged.model.state_dict()[name], (a[name] + b[name]) / 2)
 
 
-
 def test_the_bar_fills_with_the_budget_whichever_limit_is_nearer(tmp_path):
     """The bar shows the share of the budget used, so its time left holds for a run limited by the clock."""
     from torch.utils.tensorboard import SummaryWriter
