@@ -197,7 +197,9 @@ def closing_stages(args: argparse.Namespace, last_run: Path) -> list[Stage]:
         "val=true",  # the val rows: the choice among the models
         f"output={parent / 'results.md'}",
     ]
-    stages.append(Stage("results", f"evaluating {len(models)} model(s) on every test set, beam 5", results, redo=True))
+    stages.append(
+        Stage("results", f"evaluating {len(models)} model(s) on every test set and val, beam 5", results, redo=True)
+    )
     return stages
 
 
