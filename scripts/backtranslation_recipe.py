@@ -328,7 +328,11 @@ def main(argv: list[str] | None = None) -> None:
     except StageFailed as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    print(f"results in {args.parent / 'results.md'}; wall-clock and steps in {args.parent / 'pipeline.json'}")
+    report = args.parent / "results.md"
+    for line in report.read_text().splitlines():
+        if line.startswith("Chosen on val"):
+            print(line)
+    print(f"results in {report}; wall-clock and steps in {args.parent / 'pipeline.json'}")
 
 
 if __name__ == "__main__":

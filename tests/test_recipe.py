@@ -72,6 +72,8 @@ def test_all_stages_run_in_order_and_are_recorded(pipeline):
     for model in ("final", "finetune", "final + {parent}/finetune", "finetune/checkpoints/avg_last3.safetensors"):
         rows = [row for row in report.splitlines() if row.startswith(f"| {parent}/{model.format(parent=parent)} | ")]
         assert rows and rows[-1].split(" | ")[3] == "val"  # each model's test sets, then val: the choice
+    chosen = [line for line in report.splitlines() if line.startswith("Chosen on val (beam 5")]
+    assert len(chosen) == 1 and chosen[0] in first.stdout.splitlines()  # the report's choice, printed at the end
 
 
 @pytest.mark.slow

@@ -64,26 +64,48 @@ def test_extra_test_sets_in_the_same_direction(tmp_path):
     assert list(results.test_sets(with_val, str(tmp_path), val=True)) == ["mine", "tatoeba_test", "val"]
 
 
+def test_the_report_names_the_model_val_chooses():
+    report = results.Report({"beam": decoding("beam", CONFIGS), "greedy": decoding("greedy", CONFIGS)}, 0)
+    report.bleu = {
+        "beam": {"a": {"t16": 50.0, "val": 51.0}, "b": {"t16": 49.0, "val": 52.5}, "c": {"t16": 55.0, "val": 40.0}},
+        "greedy": {"a": {"t16": 48.0, "val": 50.0}, "b": {"t16": 47.0, "val": 49.0}},
+    }
+    assert report.chosen() == []  # without a val set nothing is chosen
+    report.val_set = "val"
+    assert report.chosen() == [
+        "Chosen on val (beam 5, power α=1.0): b, val 52.50; t16 49.00.",
+        "Chosen on val (greedy): a, val 50.00; t16 48.00.",
+    ]
+    assert "\nChosen on val (greedy): a," in report.markdown()
+
+
 @pytest.mark.slow
 def test_the_report_through_the_console_script(cli_setup, tmp_path):
-    """Every checkpoint x test set x decoding gives one row, plus the hardware, the signatures and the sample rows;
-    an ensemble of a model with itself (a list in the list) scores as the model, with its parameters twice."""
+    """Every checkpoint x test set (val last) x decoding gives one row, plus the model val chooses, the hardware, the
+    signatures and the sample rows; an ensemble of a model with itself (a list in the list) scores as the model, with
+    its parameters twice."""
     report, run = tmp_path / "results.md", f"{cli_setup['tmp']}/run"
     args = f"""'checkpoints=[{run},[{run},{run}]]' 'decodings=[greedy,"beam:beam_size=2"]' samples=4"""
-    args += f" output={report} extra_dir={tmp_path}"
+    args += f" output={report} extra_dir={tmp_path} val=true"
     result = subprocess.run(
         [str(BIN / "transformer-results"), *shlex.split(args)], cwd=tmp_path, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = report.read_text().splitlines()
     rows = [line for line in lines if line.startswith(f"| {run} |")]
-    assert [row.split(" | ")[3:5] for row in rows] == [["toy", "greedy"], ["toy", "beam 2, power α=1.0"]]
-    assert rows == result.stdout.splitlines()[:2] and f"wrote {report}" in result.stdout
+    decodings = ["greedy", "beam 2, power α=1.0"]
+    assert [row.split(" | ")[3:5] for row in rows] == [[split, d] for split in ("toy", "val") for d in decodings]
+    assert rows == result.stdout.splitlines()[:4] and f"wrote {report}" in result.stdout
     pair = [line.split(" | ") for line in lines if line.startswith(f"| {run} + {run} |")]
     single = [row.split(" | ") for row in rows]
     assert [row[3:] for row in pair] == [row[3:] for row in single]  # test set, decoding, BLEU, chrF
     assert all(abs(float(p[1][:-1]) - 2 * float(s[1][:-1])) < 0.15 for p, s in zip(pair, single))  # "0.3M": rounded
     assert all(row[2] == f"{single[0][2]} + {single[0][2]}" for row in pair)
+    val_rows = [row for row in (line.split(" | ") for line in lines) if len(row) == 7 and row[3] == "val"]
+    for d in decodings:
+        best = max(float(row[5]) for row in val_rows if row[4] == d)
+        chosen = next(line for line in lines if line.startswith(f"Chosen on val ({d}): "))
+        assert chosen.startswith(f"Chosen on val ({d}): {run}, val {best:.2f}; toy ")
     assert any(line.startswith("Hardware: ") for line in lines)
     assert sum(line.startswith(("BLEU: `", "chrF: `")) for line in lines) == 2
     assert len(lines[lines.index("| source | ours | reference |") :]) == 2 + 4

@@ -367,7 +367,7 @@ class ResultsConfig:
     # configs/decoding presets, each with optional overrides: "beam:beam_size=8,length_penalty=0.6"
     decodings: list[str] = field(default_factory=lambda: ["greedy", "beam"])
     extra_dir: str | None = None  # where Tatoeba test and newstest2014 lie; default: the checkpoint's data.shared_dir
-    val: bool = False  # also score the val split (after the test sets), to choose among the rows on val
+    val: bool = False  # also score the val split (after the test sets); the report names the model val chooses
     samples: int = 12  # sample translations: half the best, half the worst by sentence BLEU
     device: str = "auto"
 

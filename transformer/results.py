@@ -5,8 +5,8 @@ Test sets: every test split of the checkpoint's own corpus, plus, when found und
 the same direction. Decodings are `configs/decoding/*.yaml` presets, each with optional
 overrides (`beam:length_penalty=0.6`; choose them on val, e.g. with
 `transformer-evaluate -m split=val decoding.length_penalty=0.6,1.0 ...`). The Markdown
-holds one table, the sacreBLEU signatures, and sample translations (the best and worst
-by sentence BLEU) from the first test set.
+holds one table, the model each decoding's val row chooses (with `val=true`), the sacreBLEU
+signatures, and sample translations (the best and worst by sentence BLEU) from the first test set.
 """
 
 import platform
@@ -99,10 +99,15 @@ class Report:
     def __init__(self, decodings: dict[str, DecodingConfig], n_samples: int) -> None:
         self.decodings, self.n_samples = decodings, n_samples
         self.rows, self.signatures, self.sample_rows = list(HEADER), set(), []
+        self.bleu: dict[str, dict[str, dict[str, float]]] = {}  # decoding spec -> model name -> set name -> BLEU
+        self.val_set: str | None = None
 
-    def score(self, name: str, ckpts: list[Checkpoint], sets: dict[str, ParallelFiles]) -> None:
+    def score(
+        self, name: str, ckpts: list[Checkpoint], sets: dict[str, ParallelFiles], val_set: str | None = None
+    ) -> None:
         """Translate every test set with every decoding by the model, or the ensemble, of `ckpts` and add one row
-        each (also printed)."""
+        each (also printed); `val_set` names the set in `sets` that chooses among the models."""
+        self.val_set = val_set or self.val_set
         model, tokenizer = searched_model(ckpts), ckpts[0].tokenizer
         params = sum(p.numel() for p in model.parameters()) / 1e6
         trained = " + ".join(
@@ -115,12 +120,23 @@ class Report:
                 hyps = Translator(model, tokenizer, cfg).translate(sources, progress=True)
                 bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
                 b, c = bleu.corpus_score(hyps, [refs]).score, chrf.corpus_score(hyps, [refs]).score
+                self.bleu.setdefault(spec, {}).setdefault(name, {})[set_name] = b
                 row = f"| {name} | {params:.1f}M | {trained} | {set_name} | {label(cfg)} | {b:.2f} | {c:.2f} |"
                 self.rows.append(row)
                 print(row, flush=True)
                 self.signatures.update({f"BLEU: `{bleu.get_signature()}`", f"chrF: `{chrf.get_signature()}`"})
                 if not self.sample_rows and spec == list(self.decodings)[-1]:
                     self.sample_rows = samples(sources, hyps, refs, self.n_samples)
+
+    def chosen(self) -> list[str]:
+        """One line per decoding naming the model with the best val BLEU and its test scores; none without val."""
+        lines = []
+        for spec, by_model in self.bleu.items() if self.val_set else []:
+            name, scores = max(by_model.items(), key=lambda item: item[1].get(self.val_set, float("-inf")))
+            tests = ", ".join(f"{s} {b:.2f}" for s, b in scores.items() if s != self.val_set)
+            val = scores[self.val_set]
+            lines.append(f"Chosen on val ({label(self.decodings[spec])}): {name}, val {val:.2f}; {tests}.")
+        return lines
 
     def markdown(self) -> str:
         """The whole report: the table, the hardware, the signatures and the samples."""
@@ -130,6 +146,7 @@ class Report:
                 [
                     *self.rows,
                     "",
+                    *(line for chosen in self.chosen() for line in (chosen, "")),
                     f"Hardware: {hardware()}.",
                     *sorted(self.signatures),
                     "",

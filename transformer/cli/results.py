@@ -25,7 +25,8 @@ def main(cfg: DictConfig) -> None:
         for entry in cfg.checkpoints:  # a path, or a list of paths: an ensemble
             ckpts = load_members(entry, device)
             name = " + ".join(checkpoint_paths(entry))
-            report.score(name, ckpts, test_sets(ckpts[0].config.data, cfg.extra_dir, cfg.val))
+            data = ckpts[0].config.data
+            report.score(name, ckpts, test_sets(data, cfg.extra_dir, cfg.val), data.val_split if cfg.val else None)
         atomic_write_text(Path(cfg.output), report.markdown())
         print(f"wrote {cfg.output}")
 
