@@ -139,7 +139,7 @@ class Report:
         return lines
 
     def markdown(self) -> str:
-        """The whole report: the table, the hardware, the signatures and the samples."""
+        """The whole report: the table, the model val chooses, the hardware, the signatures and the samples."""
         last = list(self.decodings)[-1]
         return (
             "\n".join(
