@@ -4,10 +4,11 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
   bt  1. reverse/    an en->fr model (+experiment=multi30k_cpu_enfr)
       2. synthetic/  the monolingual English (Multi30k Task 2 captions) translated by it: a fr->en corpus of
                      synthetic French and real English (transformer-backtranslate)
-      3. final/      fr->en (+experiment=multi30k_cpu_fren) on Multi30k plus the synthetic pairs (by default
-                     untagged at weight 0.25: one synthetic pair per real one, the best on val of those measured)
-         finetune/   final fine-tuned on Multi30k alone (trainer.init_from) for --finetune-minutes (bt: 10 by
-                     default, chosen on val; 0 = none)
+      3. final/      fr->en (+experiment=multi30k_cpu_fren_bt: make train's recipe with dropout 0.1) on Multi30k
+                     plus the synthetic pairs (by default untagged at weight 0.25: one synthetic pair per real one,
+                     the best on val of those measured)
+         finetune/   final fine-tuned on Multi30k alone (+experiment=multi30k_cpu_fren, trainer.init_from) for
+                     --finetune-minutes (bt: 10 by default, chosen on val; 0 = none)
       4. average     the last N checkpoints of the last training run (transformer-average)
       5. results     every test set and val, beam 5, into PARENT/results.md (transformer-results): final/, finetune/,
                      their ensemble, and the averaged checkpoint
@@ -23,7 +24,7 @@ resumes by itself), and back-translation continues at its last chunk. Each stage
 Choose the options (decoding, weight, tag, fine-tuning) on val, never on a test set.
 
     python scripts/backtranslation_recipe.py --mode bt --dry-run
-    python scripts/backtranslation_recipe.py --mode bt --weight 0.5 model.dropout=0.2 --mono a.en b.en
+    python scripts/backtranslation_recipe.py --mode bt --weight 0.5 optim.lr=1e-3 --mono a.en b.en
 
 Overrides (KEY=VALUE) go to every training stage; give them before --mono.
 """
@@ -50,6 +51,12 @@ TASK2_URL = (
     "/data/task2/raw/{split}.{lang}.gz"
 )
 TASK2_FILES = [f"train.{k}.en.gz" for k in range(1, 6)]
+# The final run's experiment (Multi30k + synthetic pairs; bt: dropout 0.1, chosen on val) and the fine-tuning's
+# (Multi30k alone: the single-corpus recipe).
+FINAL_EXPERIMENTS = {
+    "bt": ("multi30k_cpu_fren_bt", "multi30k_cpu_fren"),
+    "st": ("multi30k_cpu_enfr", "multi30k_cpu_enfr"),
+}
 FINETUNE_MINUTES = {"bt": 10, "st": 0}  # bt: val beam +0.45 on a Zen 3, -0.53 on a Zen 5 (docs/results.md)
 DECODINGS = sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "decoding").glob("*.yaml"))
 
@@ -124,7 +131,8 @@ def model_stages(args: argparse.Namespace) -> list[Stage]:
     """The stages that make models: en->fr, the synthetic corpus, the final run and its fine-tuning."""
     bt = args.mode == "bt"
     parent, first = args.parent, "reverse" if bt else "teacher"
-    final_experiment, final_pair = ("multi30k_cpu_fren", "fr->en") if bt else ("multi30k_cpu_enfr", "en->fr")
+    final_experiment, tuning_experiment = FINAL_EXPERIMENTS[args.mode]
+    final_pair = "fr->en" if bt else "en->fr"
     mono = args.mono or task2_files(args.data_dir)
     fetch = None if args.mono else lambda: fetch_task2(args.data_dir, args.shared_dir)
     verb = "back" if bt else "forward"
@@ -158,7 +166,7 @@ def model_stages(args: argparse.Namespace) -> list[Stage]:
     ]
     if args.finetune_minutes > 0:  # a relaunch of an init_from run folder resumes it by itself
         finetune = training(
-            args, final_experiment, "finetune", args.finetune_minutes, f"trainer.init_from={parent / 'final'}"
+            args, tuning_experiment, "finetune", args.finetune_minutes, f"trainer.init_from={parent / 'final'}"
         )
         stages.append(
             Stage(

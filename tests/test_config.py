@@ -43,6 +43,13 @@ def test_experiment_overlay():
     assert cfg.trainer.max_minutes > 0 and cfg.model.d_model == 256
 
 
+def test_the_back_translation_experiment_is_make_trains_with_less_dropout():
+    recipe, bt = make("train", ["+experiment=multi30k_cpu_fren"]), make("train", ["+experiment=multi30k_cpu_fren_bt"])
+    assert bt.model.dropout < recipe.model.dropout
+    bt.model.dropout = recipe.model.dropout
+    assert bt == recipe
+
+
 def test_unknown_key_and_wrong_type_are_rejected():
     with pytest.raises(ConfigCompositionException):
         make("train", ["trainer.max_stepz=3"])

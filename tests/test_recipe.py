@@ -147,6 +147,16 @@ def test_dry_run_prints_each_stage_command_and_runs_nothing(tmp_path):
     assert not parent.exists()
 
 
+def test_the_final_stage_has_its_own_experiment_and_the_fine_tuning_make_trains(tmp_path):
+    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", "trainer.seed=7")
+    assert result.returncode == 0, result.stderr
+    commands = {line.split(":")[0].split()[1]: line for line in result.stdout.splitlines()}
+    assert "+experiment=multi30k_cpu_enfr " in commands["reverse"]
+    assert "+experiment=multi30k_cpu_fren_bt " in commands["final"]
+    assert "+experiment=multi30k_cpu_fren " in commands["finetune"]
+    assert all(commands[name].endswith(" trainer.seed=7") for name in ("reverse", "final", "finetune"))
+
+
 def test_a_missing_mono_file_is_one_error_line(tmp_path):
     result = recipe("--dry-run", "--mono", str(tmp_path / "nothing.en"), "model=tiny")
     assert result.returncode == 2
