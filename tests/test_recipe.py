@@ -148,13 +148,23 @@ def test_dry_run_prints_each_stage_command_and_runs_nothing(tmp_path):
 
 
 def test_the_final_stage_has_its_own_experiment_and_the_fine_tuning_make_trains(tmp_path):
-    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", "trainer.seed=7")
+    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", "--finetune-minutes", "10", "trainer.seed=7")
     assert result.returncode == 0, result.stderr
     commands = {line.split(":")[0].split()[1]: line for line in result.stdout.splitlines()}
     assert "+experiment=multi30k_cpu_enfr " in commands["reverse"]
-    assert "+experiment=multi30k_cpu_fren_bt " in commands["final"]
-    assert "+experiment=multi30k_cpu_fren " in commands["finetune"]
+    assert "+experiment=multi30k_cpu_fren_bt trainer.max_minutes=60 " in commands["final"]
+    assert "+experiment=multi30k_cpu_fren trainer.max_minutes=10 " in commands["finetune"]
     assert all(commands[name].endswith(" trainer.seed=7") for name in ("reverse", "final", "finetune"))
+
+
+def test_by_default_bt_trains_its_final_model_60_minutes_and_fine_tunes_nothing_st_55(tmp_path):
+    stages = {}
+    for mode in ("bt", "st"):
+        result = recipe("--mode", mode, "--parent", str(tmp_path / mode), "--dry-run")
+        assert result.returncode == 0, result.stderr
+        stages[mode] = {line.split(":")[0].split()[1]: line for line in result.stdout.splitlines()}
+    assert all("finetune" not in commands for commands in stages.values())
+    assert " trainer.max_minutes=60 " in stages["bt"]["final"] and " trainer.max_minutes=55 " in stages["st"]["final"]
 
 
 def test_a_missing_mono_file_is_one_error_line(tmp_path):
