@@ -57,7 +57,7 @@ tcmalloc:
 train: setup tcmalloc
 	LD_PRELOAD="$(TCMALLOC)" $(BIN)/transformer-train +experiment=multi30k_cpu_fren $(ARGS)
 
-# make train-bt ARGS="--finetune-minutes 5"; run it again to continue after an interruption
+# make train-bt ARGS="--finals 1 --finetune-minutes 5"; run it again to continue after an interruption
 train-bt: setup tcmalloc
 	LD_PRELOAD="$(TCMALLOC)" $(BIN)/python scripts/backtranslation_recipe.py --mode bt $(ARGS)
 

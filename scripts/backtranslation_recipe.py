@@ -5,13 +5,14 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
       2. synthetic/  the monolingual English (Multi30k Task 2 captions) translated by it: a fr->en corpus of
                      synthetic French and real English (transformer-backtranslate)
       3. final/      fr->en (+experiment=multi30k_cpu_fren_bt: make train's recipe with dropout 0.1) on Multi30k
-                     plus the synthetic pairs (by default untagged at weight 0.25: one synthetic pair per real one,
-                     the best on val of those measured)
-         finetune/   final fine-tuned on Multi30k alone (+experiment=multi30k_cpu_fren, trainer.init_from) for
-                     --finetune-minutes (0 by default, chosen on val: none)
-      4. average     the last N checkpoints of the last training run (transformer-average)
-      5. results     every test set and val, beam 5, into PARENT/results.md (transformer-results): final/, finetune/,
-                     their ensemble, and the averaged checkpoint
+         final2/     plus the synthetic pairs (by default untagged at weight 0.25: one synthetic pair per real one,
+                     the best on val of those measured); --finals models (bt: 2) share --final-minutes (bt: 60),
+                     final K with trainer.seed=K
+         finetune/   with --finals 1, final/ fine-tuned on Multi30k alone (+experiment=multi30k_cpu_fren,
+                     trainer.init_from) for --finetune-minutes (0 by default, chosen on val: none)
+      4. average     the last N checkpoints of each last training run (transformer-average)
+      5. results     every test set and val, beam 5, into PARENT/results.md (transformer-results): the final models,
+                     finetune/, their ensemble, the averaged checkpoints and their ensemble
   st  the same in en->fr: teacher/ is the en->fr model, whose own French for the captions becomes extra en->fr
       pairs (self-training / forward translation, He et al. 2020) for an en->fr final/.
 
@@ -51,16 +52,29 @@ TASK2_URL = (
     "/data/task2/raw/{split}.{lang}.gz"
 )
 TASK2_FILES = [f"train.{k}.en.gz" for k in range(1, 6)]
-# The final run's experiment (Multi30k + synthetic pairs; bt: dropout 0.1, chosen on val) and the fine-tuning's
-# (Multi30k alone: the single-corpus recipe).
-FINAL_EXPERIMENTS = {
-    "bt": ("multi30k_cpu_fren_bt", "multi30k_cpu_fren"),
-    "st": ("multi30k_cpu_enfr", "multi30k_cpu_enfr"),
-}
-# The final training's minutes: bt takes the issue's cap of 60 for the whole fr->en training, with no fine-tuning
-# after it (the fine-tuning lowered val beam by 0.53 and 0.61 on a Zen 5; docs/results.md); st keeps make train's 55.
-FINAL_MINUTES = {"bt": 60, "st": 55}
 DECODINGS = sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "decoding").glob("*.yaml"))
+
+
+@dataclass(frozen=True)
+class Mode:
+    """What one recipe trains: its en->fr model's folder, the final model's direction, experiments and budget."""
+
+    first: str  # the en->fr model's stage and folder
+    verb: str  # how the synthetic side is made: back- or forward-translation
+    pair: str  # the final model's direction
+    final_experiment: str  # Multi30k plus the synthetic pairs
+    tuning_experiment: str  # Multi30k alone: the optional fine-tuning
+    final_minutes: float  # the final training's budget, shared by its models
+    finals: int  # final models, trained one after another with their own seeds and ensembled
+
+
+# bt: dropout 0.1 for the final run, chosen on val; the issue's cap of 60 minutes for the whole fr->en training, split
+# into two 30-minute models (seeds 1234 and 2) whose ensemble beat one 60-minute model on val; no fine-tuning (it
+# lowered val beam by 0.53 and 0.61 on a Zen 5). st: make train's 55 minutes, one model. docs/results.md has the runs.
+MODES = {
+    "bt": Mode("reverse", "back", "fr->en", "multi30k_cpu_fren_bt", "multi30k_cpu_fren", 60, 2),
+    "st": Mode("teacher", "forward", "en->fr", "multi30k_cpu_enfr", "multi30k_cpu_enfr", 55, 1),
+}
 
 
 class StageFailed(Exception):
@@ -129,83 +143,84 @@ def extra_corpus(args: argparse.Namespace) -> list[str]:
     return [*files, *tag, f"{key}.weight={args.weight:g}"]
 
 
+def final_names(args: argparse.Namespace) -> list[str]:
+    """The final models' stages and folders: final, final2, ..."""
+    return ["final"] + [f"final{k}" for k in range(2, args.finals + 1)]
+
+
+def final_stages(args: argparse.Namespace) -> list[Stage]:
+    """The final models, each trained for its share of --final-minutes; final K (K >= 2) with trainer.seed=K."""
+    mode, minutes, stages = MODES[args.mode], args.final_minutes / args.finals, []
+    for k, name in enumerate(final_names(args), start=1):
+        seed = [f"trainer.seed={k}"] if k > 1 else []  # after the overrides: the models differ whatever they say
+        which = f" (model {k} of {args.finals})" if args.finals > 1 else ""
+        command = [*training(args, mode.final_experiment, name, minutes, *extra_corpus(args)), *seed]
+        what = f"training {mode.pair} with the synthetic pairs for {minutes:g} min{which}"
+        stages.append(Stage(name, what, command, args.parent / name, ["trainer.resume=true"]))
+    return stages
+
+
 def model_stages(args: argparse.Namespace) -> list[Stage]:
-    """The stages that make models: en->fr, the synthetic corpus, the final run and its fine-tuning."""
-    bt = args.mode == "bt"
-    parent, first = args.parent, "reverse" if bt else "teacher"
-    final_experiment, tuning_experiment = FINAL_EXPERIMENTS[args.mode]
-    final_pair = "fr->en" if bt else "en->fr"
+    """The stages that make models: en->fr, the synthetic corpus, the final runs and the fine-tuning."""
+    mode, parent = MODES[args.mode], args.parent
     mono = args.mono or task2_files(args.data_dir)
     fetch = None if args.mono else lambda: fetch_task2(args.data_dir, args.shared_dir)
-    verb = "back" if bt else "forward"
     stages = [
         Stage(
-            first,
+            mode.first,
             f"training en->fr for {args.enfr_minutes:g} min",
-            training(args, "multi30k_cpu_enfr", first, args.enfr_minutes),
-            parent / first,
+            training(args, "multi30k_cpu_enfr", mode.first, args.enfr_minutes),
+            parent / mode.first,
             ["trainer.resume=true"],
         ),
         Stage(
             "synthetic",
-            f"{verb}-translating {len(mono)} file(s) ({args.decoding})",
+            f"{mode.verb}-translating {len(mono)} file(s) ({args.decoding})",
             [
                 console("transformer-backtranslate"),
-                f"checkpoint={parent / first}",
+                f"checkpoint={parent / mode.first}",
                 f"input=[{','.join(map(str, mono))}]",
                 f"output={parent / 'synthetic'}",
                 f"decoding={args.decoding}",
             ],
             before=fetch,
         ),
-        Stage(
-            "final",
-            f"training {final_pair} with the synthetic pairs for {args.final_minutes:g} min",
-            training(args, final_experiment, "final", args.final_minutes, *extra_corpus(args)),
-            parent / "final",
-            ["trainer.resume=true"],
-        ),
+        *final_stages(args),
     ]
     if args.finetune_minutes > 0:  # a relaunch of an init_from run folder resumes it by itself
         finetune = training(
-            args, tuning_experiment, "finetune", args.finetune_minutes, f"trainer.init_from={parent / 'final'}"
+            args, mode.tuning_experiment, "finetune", args.finetune_minutes, f"trainer.init_from={parent / 'final'}"
         )
-        stages.append(
-            Stage(
-                "finetune",
-                f"fine-tuning final/ on Multi30k for {args.finetune_minutes:g} min",
-                finetune,
-                parent / "finetune",
-            )
-        )
+        what = f"fine-tuning final/ on Multi30k for {args.finetune_minutes:g} min"
+        stages.append(Stage("finetune", what, finetune, parent / "finetune"))
     return stages
 
 
-def closing_stages(args: argparse.Namespace, last_run: Path) -> list[Stage]:
-    """Averaging the last run's checkpoints (unless --average 0), then every model on every test set: final/, and
-    with a fine-tuning, finetune/ and the ensemble of the two."""
-    parent, stages = args.parent, []
-    models = [str(parent / "final")]
-    if args.finetune_minutes > 0:
-        models += [str(last_run), f"[{parent / 'final'},{last_run}]"]
-    if args.average > 0:
-        averaged = last_run / "checkpoints" / f"avg_last{args.average}.safetensors"
-        average = [
-            console("transformer-average"),
-            f"checkpoints=[{last_run}]",
-            f"last={args.average}",
-            f"output={averaged}",
-        ]
-        stages.append(
-            Stage("average", f"averaging the last {args.average} checkpoints of {last_run.name}/", average, redo=True)
-        )
-        models.append(str(averaged))
+def ensemble(models: list[str]) -> list[str]:
+    """The models, and their ensemble when there are several."""
+    return [*models, f"[{','.join(models)}]"] if len(models) > 1 else models
+
+
+def closing_stages(args: argparse.Namespace, last_runs: list[Path]) -> list[Stage]:
+    """Averaging the last checkpoints of each last run (unless --average 0), then every model on every test set:
+    the final models, their ensemble, with a fine-tuning finetune/ and its ensemble with final/, and the averages
+    (ensembled when there are several)."""
+    stages, finals = [], [str(args.parent / name) for name in final_names(args)]
+    models = ensemble(finals) if args.finetune_minutes == 0 else ensemble([*finals, str(last_runs[0])])
+    averages = []
+    for k, run in enumerate(last_runs if args.average > 0 else [], start=1):
+        averaged = run / "checkpoints" / f"avg_last{args.average}.safetensors"
+        average = [console("transformer-average"), f"checkpoints=[{run}]", f"last={args.average}", f"output={averaged}"]
+        what = f"averaging the last {args.average} checkpoints of {run.name}/"
+        stages.append(Stage("average" if k == 1 else f"average{k}", what, average, redo=True))
+        averages.append(str(averaged))
+    models += ensemble(averages)
     results = [
         console("transformer-results"),
         f"checkpoints=[{','.join(models)}]",
         "decodings=[beam]",
         "val=true",  # the val rows: the choice among the models
-        f"output={parent / 'results.md'}",
+        f"output={args.parent / 'results.md'}",
     ]
     stages.append(
         Stage("results", f"evaluating {len(models)} model(s) on every test set and val, beam 5", results, redo=True)
@@ -216,7 +231,8 @@ def closing_stages(args: argparse.Namespace, last_run: Path) -> list[Stage]:
 def plan(args: argparse.Namespace) -> list[Stage]:
     """The stages of this run, in order."""
     stages = model_stages(args)
-    return stages + closing_stages(args, stages[-1].run_dir)
+    last = [stages[-1].run_dir] if args.finetune_minutes > 0 else [s.run_dir for s in final_stages(args)]
+    return stages + closing_stages(args, last)
 
 
 def status(stage: Stage, parent: Path) -> str:
@@ -287,6 +303,11 @@ def write_summary(args: argparse.Namespace, stages: list[Stage]) -> None:
     atomic_write_text(args.parent / "pipeline.json", json.dumps(summary, indent=2) + "\n")
 
 
+def per_mode(name: str) -> str:
+    """A Mode field's value in each mode, for --help: "bt 60, st 55"."""
+    return ", ".join(f"{key} {getattr(mode, name):g}" for key, mode in MODES.items())
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
@@ -297,7 +318,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--parent", type=Path, help="the stages' folder (default outputs/train_MODE)")
     p.add_argument("--enfr-minutes", type=float, default=35, help="the en->fr model's budget (reverse or teacher)")
-    p.add_argument("--final-minutes", type=float, help="the final training's budget (default: bt 60, st 55)")
+    p.add_argument(
+        "--final-minutes",
+        type=float,
+        help=f"the final training's budget, shared by its models (default: {per_mode('final_minutes')})",
+    )
+    p.add_argument(
+        "--finals",
+        type=int,
+        help=f"final models trained one after another and ensembled (default: {per_mode('finals')})",
+    )
     p.add_argument(
         "--finetune-minutes",
         type=float,
@@ -315,8 +345,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides for every training stage")
     args = p.parse_intermixed_args(argv)
     args.parent = args.parent or Path("outputs") / f"train_{args.mode}"
-    if args.final_minutes is None:
-        args.final_minutes = FINAL_MINUTES[args.mode]
+    mode = MODES[args.mode]
+    args.final_minutes = mode.final_minutes if args.final_minutes is None else args.final_minutes
+    args.finals = mode.finals if args.finals is None else args.finals
+    if args.finals < 1:
+        p.exit(2, f"error: --finals {args.finals}: give 1 or more final models\n")
+    if args.finals > 1 and args.finetune_minutes > 0:
+        p.exit(2, "error: --finetune-minutes fine-tunes one final model: give --finals 1 with it\n")
     missing = [str(path) for path in args.mono or [] if not path.is_file()]
     if missing:
         p.exit(2, f"error: --mono {missing[0]} is no file (give the overrides before --mono)\n")

@@ -46,12 +46,13 @@ def toy_overrides(tmp: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory) -> dict:
-    """The bt recipe run once on the toy corpus (greedy back-translation of 60 English lines, a fine-tuning)."""
+    """The bt recipe run once on the toy corpus (greedy back-translation of 60 English lines, one final model and
+    its fine-tuning)."""
     tmp = tmp_path_factory.mktemp("recipe")
     _, mono = write_corpus(tmp, "mono", 60, seed=9)
-    options = ["--parent", str(tmp / "bt"), "--decoding", "greedy", "--finetune-minutes", "1"]
-    args = [*options, *toy_overrides(tmp), "--mono", str(mono)]
-    return {"parent": tmp / "bt", "args": args, "first": recipe(*args)}
+    common = ["--parent", str(tmp / "bt"), "--decoding", "greedy", *toy_overrides(tmp), "--mono", str(mono)]
+    args = ["--finals", "1", "--finetune-minutes", "1", *common]
+    return {"parent": tmp / "bt", "args": args, "common": common, "first": recipe(*args)}
 
 
 @pytest.mark.slow
@@ -117,6 +118,22 @@ def test_a_rerun_with_other_settings_redoes_only_what_keeps_no_state(pipeline):
 
 
 @pytest.mark.slow
+def test_a_second_final_model_reuses_the_finished_stages_and_is_ensembled(pipeline):
+    parent = pipeline["parent"]  # final/ ran for 60 minutes (at most): two finals in 120 minutes keep it
+    two = recipe(*pipeline["common"], "--finals", "2", "--final-minutes", "120")
+    assert two.returncode == 0, two.stderr
+    lines = {line.split()[1].rstrip(":"): line for line in two.stdout.splitlines() if line.startswith("[")}
+    assert list(lines) == ["reverse", "synthetic", "final", "final2", "average", "average2", "results"]
+    assert all("skipped" in lines[stage] for stage in ("reverse", "synthetic", "final"))
+    assert all(" done in " in lines[stage] for stage in ("final2", "average", "average2", "results"))
+    assert json.loads((parent / "final2.done").read_text())["command"][-1] == "trainer.seed=2"
+    report = (parent / "results.md").read_text()
+    averaged = [f"{parent}/{run}/checkpoints/avg_last3.safetensors" for run in ("final", "final2")]
+    for model in (f"{parent}/final + {parent}/final2", " + ".join(averaged)):
+        assert any(row.startswith(f"| {model} | ") for row in report.splitlines()), model
+
+
+@pytest.mark.slow
 def test_a_failed_stage_stops_the_pipeline_with_one_error_line(tmp_path):
     _, mono = write_corpus(tmp_path, "mono", 5, seed=9)
     parent = tmp_path / "bt"
@@ -148,7 +165,8 @@ def test_dry_run_prints_each_stage_command_and_runs_nothing(tmp_path):
 
 
 def test_the_final_stage_has_its_own_experiment_and_the_fine_tuning_make_trains(tmp_path):
-    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", "--finetune-minutes", "10", "trainer.seed=7")
+    options = ["--finals", "1", "--finetune-minutes", "10"]
+    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", *options, "trainer.seed=7")
     assert result.returncode == 0, result.stderr
     commands = {line.split(":")[0].split()[1]: line for line in result.stdout.splitlines()}
     assert "+experiment=multi30k_cpu_enfr " in commands["reverse"]
@@ -157,14 +175,25 @@ def test_the_final_stage_has_its_own_experiment_and_the_fine_tuning_make_trains(
     assert all(commands[name].endswith(" trainer.seed=7") for name in ("reverse", "final", "finetune"))
 
 
-def test_by_default_bt_trains_its_final_model_60_minutes_and_fine_tunes_nothing_st_55(tmp_path):
+def test_by_default_bt_ensembles_two_30_minute_finals_with_their_own_seeds_st_trains_one_for_55(tmp_path):
     stages = {}
     for mode in ("bt", "st"):
-        result = recipe("--mode", mode, "--parent", str(tmp_path / mode), "--dry-run")
+        result = recipe("--mode", mode, "--parent", str(tmp_path / mode), "--dry-run", "trainer.seed=7")
         assert result.returncode == 0, result.stderr
         stages[mode] = {line.split(":")[0].split()[1]: line for line in result.stdout.splitlines()}
     assert all("finetune" not in commands for commands in stages.values())
-    assert " trainer.max_minutes=60 " in stages["bt"]["final"] and " trainer.max_minutes=55 " in stages["st"]["final"]
+    assert [name for name in stages["bt"] if name.startswith("final")] == ["final", "final2"]
+    assert all(" trainer.max_minutes=30 " in stages["bt"][name] for name in ("final", "final2"))
+    assert stages["bt"]["final"].endswith(" trainer.seed=7") and stages["bt"]["final2"].endswith(" trainer.seed=2")
+    bt = tmp_path / "bt"
+    assert f"[{bt}/final,{bt}/final2]," in stages["bt"]["results"]
+    assert "final2" not in stages["st"] and " trainer.max_minutes=55 " in stages["st"]["final"]
+
+
+def test_fine_tuning_with_several_finals_is_one_error_line(tmp_path):
+    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", "--finetune-minutes", "5")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --finetune-minutes") and result.stderr.count("\n") == 1
 
 
 def test_a_missing_mono_file_is_one_error_line(tmp_path):
