@@ -231,7 +231,7 @@ def closing_stages(args: argparse.Namespace, last_runs: list[Path]) -> list[Stag
 def plan(args: argparse.Namespace) -> list[Stage]:
     """The stages of this run, in order."""
     stages = model_stages(args)
-    last = [stages[-1].run_dir] if args.finetune_minutes > 0 else [s.run_dir for s in final_stages(args)]
+    last = [stages[-1].run_dir] if args.finetune_minutes > 0 else [args.parent / name for name in final_names(args)]
     return stages + closing_stages(args, last)
 
 
