@@ -4,13 +4,16 @@ import gzip
 import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_dir
 
 from tests.conftest import write_corpus
+from transformer.cli import CONFIG_PATH
 
 ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / "scripts" / "backtranslation_recipe.py"
@@ -188,6 +191,18 @@ def test_by_default_bt_ensembles_two_30_minute_finals_with_their_own_seeds_st_tr
     bt = tmp_path / "bt"
     assert f"[{bt}/final,{bt}/final2]," in stages["bt"]["results"]
     assert "final2" not in stages["st"] and " trainer.max_minutes=55 " in stages["st"]["final"]
+
+
+def test_each_final_model_composes_with_its_own_seed_whatever_the_overrides_say(tmp_path):
+    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", "trainer.seed=7")
+    assert result.returncode == 0, result.stderr
+    commands = {line.split(":")[0].split()[1]: line.split(": ", 1)[1] for line in result.stdout.splitlines()}
+    seeds = []
+    for name in ("final", "final2"):  # Hydra applies repeated overrides in order: the last one holds
+        overrides = [o for o in shlex.split(commands[name])[1:] if not o.startswith("hydra.")]
+        with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+            seeds.append(compose("train", overrides=overrides).trainer.seed)
+    assert seeds == [7, 2]
 
 
 def test_fine_tuning_with_several_finals_is_one_error_line(tmp_path):
