@@ -143,15 +143,15 @@ def extra_corpus(args: argparse.Namespace) -> list[str]:
     return [*files, *tag, f"{key}.weight={args.weight:g}"]
 
 
-def final_names(args: argparse.Namespace) -> list[str]:
-    """The final models' stages and folders: final, final2, ..."""
-    return ["final"] + [f"final{k}" for k in range(2, args.finals + 1)]
+def numbered(name: str, n: int) -> list[str]:
+    """Stage names for n runs of one kind: final, final2, final3, ..."""
+    return [name] + [f"{name}{k}" for k in range(2, n + 1)]
 
 
 def final_stages(args: argparse.Namespace) -> list[Stage]:
     """The final models, each trained for its share of --final-minutes; final K (K >= 2) with trainer.seed=K."""
     mode, minutes, stages = MODES[args.mode], args.final_minutes / args.finals, []
-    for k, name in enumerate(final_names(args), start=1):
+    for k, name in enumerate(numbered("final", args.finals), start=1):
         seed = [f"trainer.seed={k}"] if k > 1 else []  # after the overrides: the models differ whatever they say
         which = f" (model {k} of {args.finals})" if args.finals > 1 else ""
         command = [*training(args, mode.final_experiment, name, minutes, *extra_corpus(args)), *seed]
@@ -196,25 +196,29 @@ def model_stages(args: argparse.Namespace) -> list[Stage]:
     return stages
 
 
-def ensemble(models: list[str]) -> list[str]:
-    """The models, and their ensemble when there are several."""
+def ensemble(runs: list[Path]) -> list[str]:
+    """The models as `checkpoints=[...]` entries, and their ensemble when there are several."""
+    models = [str(run) for run in runs]
     return [*models, f"[{','.join(models)}]"] if len(models) > 1 else models
 
 
-def closing_stages(args: argparse.Namespace, last_runs: list[Path]) -> list[Stage]:
+def closing_stages(args: argparse.Namespace) -> list[Stage]:
     """Averaging the last checkpoints of each last run (unless --average 0), then every model on every test set:
-    the final models, their ensemble, with a fine-tuning finetune/ and its ensemble with final/, and the averages
-    (ensembled when there are several)."""
-    stages, finals = [], [str(args.parent / name) for name in final_names(args)]
-    models = ensemble(finals) if args.finetune_minutes == 0 else ensemble([*finals, str(last_runs[0])])
-    averages = []
-    for k, run in enumerate(last_runs if args.average > 0 else [], start=1):
-        averaged = run / "checkpoints" / f"avg_last{args.average}.safetensors"
-        average = [console("transformer-average"), f"checkpoints=[{run}]", f"last={args.average}", f"output={averaged}"]
-        what = f"averaging the last {args.average} checkpoints of {run.name}/"
-        stages.append(Stage("average" if k == 1 else f"average{k}", what, average, redo=True))
-        averages.append(str(averaged))
-    models += ensemble(averages)
+    the final models (and finetune/) with their ensemble, and the averages with theirs."""
+    finals = [args.parent / name for name in numbered("final", args.finals)]
+    tuned = [args.parent / "finetune"] if args.finetune_minutes > 0 else []
+    last_runs = (tuned or finals) if args.average > 0 else []
+    averages = [run / "checkpoints" / f"avg_last{args.average}.safetensors" for run in last_runs]
+    stages = [
+        Stage(
+            name,
+            f"averaging the last {args.average} checkpoints of {run.name}/",
+            [console("transformer-average"), f"checkpoints=[{run}]", f"last={args.average}", f"output={averaged}"],
+            redo=True,
+        )
+        for name, run, averaged in zip(numbered("average", len(last_runs)), last_runs, averages)
+    ]
+    models = ensemble(finals + tuned) + ensemble(averages)
     results = [
         console("transformer-results"),
         f"checkpoints=[{','.join(models)}]",
@@ -230,9 +234,7 @@ def closing_stages(args: argparse.Namespace, last_runs: list[Path]) -> list[Stag
 
 def plan(args: argparse.Namespace) -> list[Stage]:
     """The stages of this run, in order."""
-    stages = model_stages(args)
-    last = [stages[-1].run_dir] if args.finetune_minutes > 0 else [args.parent / name for name in final_names(args)]
-    return stages + closing_stages(args, last)
+    return model_stages(args) + closing_stages(args)
 
 
 def status(stage: Stage, parent: Path) -> str:
