@@ -1,0 +1,57 @@
+"""scripts/unseen_words.py: unseen-word shares and BLEU split by whether a sentence has an unseen source word."""
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "unseen_words.py"
+
+
+def write_gz(path: Path, lines: list[str]) -> None:
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def run(*args: str) -> list[list[str]]:
+    out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=True).stdout
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in out.splitlines()[2:]]
+
+
+def test_shares_and_split_bleu(tmp_path):
+    write_gz(tmp_path / "train.fr.gz", ["un chat noir", "un chien"])
+    write_gz(tmp_path / "train.en.gz", ["a black cat", "a dog"])
+    write_gz(tmp_path / "test.fr.gz", ["un chat", "un renard noir"])  # 1 of 5 words unseen, in the second sentence
+    write_gz(tmp_path / "test.en.gz", ["a small cat sits here", "a red fox runs there"])
+    (tmp_path / "syn").mkdir()
+    (tmp_path / "syn" / "train.fr").write_text("un chat\n", encoding="utf-8")
+    (tmp_path / "syn" / "train.en").write_text("a small red fox sits\n", encoding="utf-8")
+    hyps = tmp_path / "test.hyp"
+    hyps.write_text("a small cat sits here\nsomething else entirely\n", encoding="utf-8")
+    [row] = run(
+        "--corpus",
+        str(tmp_path),
+        "--synthetic",
+        str(tmp_path / "syn"),
+        "--splits",
+        "test",
+        "--hyps",
+        f"sys={tmp_path}/{{split}}.hyp",
+    )
+    assert row[:3] == ["test", "2", "2.5"]
+    assert row[3] == "20.00 (20.00)"  # the synthetic French adds no word
+    assert row[4] == "70.00 (30.00)"  # small sits here red fox runs there unseen; the synthetic side adds 4
+    assert row[5] == "50.0"
+    seen, unseen = (float(x) for x in row[6].split(" / "))
+    assert seen == 100.0 and unseen == 0.0
+
+
+def test_hypotheses_of_another_length_are_refused(tmp_path):
+    write_gz(tmp_path / "train.fr.gz", ["un chat"])
+    write_gz(tmp_path / "train.en.gz", ["a cat"])
+    write_gz(tmp_path / "test.fr.gz", ["un chat", "un chat"])
+    write_gz(tmp_path / "test.en.gz", ["a cat", "a cat"])
+    (tmp_path / "test.hyp").write_text("a cat\n", encoding="utf-8")
+    args = ["--corpus", str(tmp_path), "--splits", "test", "--hyps", f"sys={tmp_path}/{{split}}.hyp"]
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+    assert done.returncode != 0 and "1 hypotheses for 2 references" in done.stderr
