@@ -20,6 +20,7 @@ from pathlib import Path
 import sacrebleu
 
 from transformer.corpus import read_lines
+from transformer.errors import UserError
 
 WORD = re.compile(r"\w+")
 SPLITS = ["val", "test_2016_flickr", "test_2017_flickr", "test_2018_flickr"]
@@ -100,7 +101,10 @@ def main() -> None:
         metavar="LABEL=PATTERN",
         help="hypotheses files, {split} in PATTERN standing for the split's name",
     )
-    print("\n".join(table(parser.parse_args())))
+    try:
+        print("\n".join(table(parser.parse_args())))
+    except UserError as err:  # a missing or unreadable file: one line, no traceback
+        raise SystemExit(f"error: {err}") from None
 
 
 if __name__ == "__main__":

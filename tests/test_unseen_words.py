@@ -55,3 +55,14 @@ def test_hypotheses_of_another_length_are_refused(tmp_path):
     args = ["--corpus", str(tmp_path), "--splits", "test", "--hyps", f"sys={tmp_path}/{{split}}.hyp"]
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
     assert done.returncode != 0 and "1 hypotheses for 2 references" in done.stderr
+
+
+def test_a_missing_hypotheses_file_is_one_error_line(tmp_path):
+    write_gz(tmp_path / "train.fr.gz", ["un chat"])
+    write_gz(tmp_path / "train.en.gz", ["a cat"])
+    write_gz(tmp_path / "test.fr.gz", ["un chat"])
+    write_gz(tmp_path / "test.en.gz", ["a cat"])
+    args = ["--corpus", str(tmp_path), "--splits", "test", "--hyps", f"sys={tmp_path}/{{split}}.missing.hyp"]
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"error: missing corpus file {tmp_path}/test.missing.hyp"
