@@ -53,6 +53,14 @@ def split_bleu(hyps: list[str], refs: list[str], unseen: list[bool]) -> str:
     return " / ".join(cells)
 
 
+def labelled(spec: str) -> tuple[str, str]:
+    """LABEL=PATTERN as (label, pattern)."""
+    label, sep, pattern = spec.partition("=")
+    if not (label and sep and pattern):
+        raise argparse.ArgumentTypeError(f"{spec!r}: give LABEL=PATTERN, e.g. bt=outputs/RUN/best.{{split}}.beam5.hyp")
+    return label, pattern
+
+
 def table(args: argparse.Namespace) -> list[str]:
     src, tgt = args.src, args.tgt
     train = {lang: vocabulary(args.corpus / f"train.{lang}.gz") for lang in (src, tgt)}
@@ -61,13 +69,14 @@ def table(args: argparse.Namespace) -> list[str]:
         if args.synthetic
         else None
     )
-    hyps = dict(spec.split("=", 1) for spec in args.hyps)
+    hyps = dict(args.hyps)
+    with_synthetic = " (+ synthetic)" if both else ""
     head = [
         "split",
         "sentences",
         f"{src} words/sentence",
-        f"{src} unseen % (+ synthetic)",
-        f"{tgt} unseen % (+ synthetic)",
+        f"{src} unseen %{with_synthetic}",
+        f"{tgt} unseen %{with_synthetic}",
         f"sentences with an unseen {src} word %",
     ] + [f"{label} BLEU seen / unseen" for label in hyps]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -98,6 +107,7 @@ def main() -> None:
         "--hyps",
         nargs="*",
         default=[],
+        type=labelled,
         metavar="LABEL=PATTERN",
         help="hypotheses files, {split} in PATTERN standing for the split's name",
     )

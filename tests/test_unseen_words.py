@@ -66,3 +66,10 @@ def test_a_missing_hypotheses_file_is_one_error_line(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.strip() == f"error: missing corpus file {tmp_path}/test.missing.hyp"
+
+
+def test_a_hypotheses_spec_without_a_label_is_refused(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--corpus", str(tmp_path), "--hyps", "x.hyp"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "give LABEL=PATTERN" in done.stderr
