@@ -13,9 +13,23 @@ def write_gz(path: Path, lines: list[str]) -> None:
         f.write("".join(line + "\n" for line in lines))
 
 
+def script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+
+
 def run(*args: str) -> list[list[str]]:
-    out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=True).stdout
-    return [[cell.strip() for cell in row.strip("|").split("|")] for row in out.splitlines()[2:]]
+    """The table's rows, as lists of cells."""
+    done = script(*args)
+    assert done.returncode == 0, done.stderr
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in done.stdout.splitlines()[2:]]
+
+
+def cat_corpus(folder: Path, test_sentences: int) -> None:
+    """A one-pair training corpus and a test set that repeats it."""
+    write_gz(folder / "train.fr.gz", ["un chat"])
+    write_gz(folder / "train.en.gz", ["a cat"])
+    write_gz(folder / "test.fr.gz", ["un chat"] * test_sentences)
+    write_gz(folder / "test.en.gz", ["a cat"] * test_sentences)
 
 
 def test_shares_and_split_bleu(tmp_path):
@@ -47,29 +61,19 @@ def test_shares_and_split_bleu(tmp_path):
 
 
 def test_hypotheses_of_another_length_are_refused(tmp_path):
-    write_gz(tmp_path / "train.fr.gz", ["un chat"])
-    write_gz(tmp_path / "train.en.gz", ["a cat"])
-    write_gz(tmp_path / "test.fr.gz", ["un chat", "un chat"])
-    write_gz(tmp_path / "test.en.gz", ["a cat", "a cat"])
+    cat_corpus(tmp_path, test_sentences=2)
     (tmp_path / "test.hyp").write_text("a cat\n", encoding="utf-8")
-    args = ["--corpus", str(tmp_path), "--splits", "test", "--hyps", f"sys={tmp_path}/{{split}}.hyp"]
-    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+    done = script("--corpus", str(tmp_path), "--splits", "test", "--hyps", f"sys={tmp_path}/{{split}}.hyp")
     assert done.returncode != 0 and "1 hypotheses for 2 references" in done.stderr
 
 
 def test_a_missing_hypotheses_file_is_one_error_line(tmp_path):
-    write_gz(tmp_path / "train.fr.gz", ["un chat"])
-    write_gz(tmp_path / "train.en.gz", ["a cat"])
-    write_gz(tmp_path / "test.fr.gz", ["un chat"])
-    write_gz(tmp_path / "test.en.gz", ["a cat"])
-    args = ["--corpus", str(tmp_path), "--splits", "test", "--hyps", f"sys={tmp_path}/{{split}}.missing.hyp"]
-    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+    cat_corpus(tmp_path, test_sentences=1)
+    done = script("--corpus", str(tmp_path), "--splits", "test", "--hyps", f"sys={tmp_path}/{{split}}.missing.hyp")
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.strip() == f"error: missing corpus file {tmp_path}/test.missing.hyp"
 
 
 def test_a_hypotheses_spec_without_a_label_is_refused(tmp_path):
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--corpus", str(tmp_path), "--hyps", "x.hyp"], capture_output=True, text=True
-    )
+    done = script("--corpus", str(tmp_path), "--hyps", "x.hyp")
     assert done.returncode == 2 and "give LABEL=PATTERN" in done.stderr
