@@ -10,9 +10,10 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
                      final K with trainer.seed=K
          finetune/   with --finals 1, final/ fine-tuned on Multi30k alone (+experiment=multi30k_cpu_fren,
                      trainer.init_from) for --finetune-minutes (0 by default, chosen on val: none)
-      4. average     the last N checkpoints of each last training run (transformer-average)
+      4. average     with --average N, the last N checkpoints of each last training run (transformer-average; none
+                     by default: the averages did not beat the best checkpoints on val, and doubled the results)
       5. results     every test set and val, beam 5, into PARENT/results.md (transformer-results): the final models,
-                     finetune/, their ensemble, the averaged checkpoints and their ensemble
+                     finetune/, their ensemble, and the averaged checkpoints and their ensemble if any
   st  the same in en->fr: teacher/ is the en->fr model, whose own French for the captions becomes extra en->fr
       pairs (self-training / forward translation, He et al. 2020) for an en->fr final/.
 
@@ -345,7 +346,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--tag", default="", help="a tag for the synthetic corpus, e.g. bt (default: none, chosen on val)")
     p.add_argument("--weight", type=float, default=0.25, help="the synthetic corpus's data.extra_train weight")
-    p.add_argument("--average", type=int, default=3, help="average the last N checkpoints (trainer.keep_last); 0 = no")
+    p.add_argument(
+        "--average",
+        type=int,
+        default=0,
+        help="average the last N checkpoints (at most trainer.keep_last) of each final run; 0 = no (default, from val)",
+    )
     p.add_argument("--shared-dir", default=DataConfig.shared_dir, help="where multi30k_task2/ is looked for")
     p.add_argument("--data-dir", type=Path, default=Path("data") / TASK2, help="where the Task 2 files are put")
     p.add_argument("--mono", type=Path, nargs="+", help="monolingual English files instead of the Task 2 captions")

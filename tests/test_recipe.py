@@ -53,7 +53,8 @@ def pipeline(tmp_path_factory) -> dict:
     its fine-tuning)."""
     tmp = tmp_path_factory.mktemp("recipe")
     _, mono = write_corpus(tmp, "mono", 60, seed=9)
-    common = ["--parent", str(tmp / "bt"), "--decoding", "greedy", *toy_overrides(tmp), "--mono", str(mono)]
+    common = ["--parent", str(tmp / "bt"), "--decoding", "greedy", "--average", "3", *toy_overrides(tmp)]
+    common += ["--mono", str(mono)]
     args = ["--finals", "1", "--finetune-minutes", "1", *common]
     return {"parent": tmp / "bt", "args": args, "common": common, "first": recipe(*args)}
 
@@ -149,7 +150,8 @@ def test_a_failed_stage_stops_the_pipeline_with_one_error_line(tmp_path):
 
 def test_dry_run_prints_each_stage_command_and_runs_nothing(tmp_path):
     parent = tmp_path / "st"
-    result = recipe("--mode", "st", "--parent", str(parent), "--finetune-minutes", "5", "--dry-run", "model=tiny")
+    options = ["--finetune-minutes", "5", "--average", "3", "--dry-run", "model=tiny"]
+    result = recipe("--mode", "st", "--parent", str(parent), *options)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == [
@@ -189,8 +191,11 @@ def test_by_default_bt_ensembles_two_30_minute_finals_with_their_own_seeds_st_tr
     assert all(" trainer.max_minutes=30 " in stages["bt"][name] for name in ("final", "final2"))
     assert stages["bt"]["final"].endswith(" trainer.seed=7") and stages["bt"]["final2"].endswith(" trainer.seed=2")
     bt = tmp_path / "bt"
-    assert f"[{bt}/final,{bt}/final2]," in stages["bt"]["results"]
+    assert f"checkpoints=[{bt}/final,{bt}/final2,[{bt}/final,{bt}/final2]]" in stages["bt"]["results"]  # no averages
     assert "final2" not in stages["st"] and " trainer.max_minutes=55 " in stages["st"]["final"]
+    assert all(not name.startswith("average") for commands in stages.values() for name in commands)
+    assert stages["bt"]["synthetic"].endswith(" decoding=greedy")  # chosen on val for bt; st's runs used beam
+    assert stages["st"]["synthetic"].endswith(" decoding=beam")
 
 
 def test_each_final_model_composes_with_its_own_seed_whatever_the_overrides_say(tmp_path):
