@@ -12,8 +12,9 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
                      trainer.init_from) for --finetune-minutes (0 by default, chosen on val: none)
       4. average     with --average N, the last N checkpoints of each last training run (transformer-average; none
                      by default: the averages did not beat the best checkpoints on val, and doubled the results)
-      5. results     every test set and val, beam 5, into PARENT/results.md (transformer-results): the final models,
-                     finetune/, their ensemble, and the averaged checkpoints and their ensemble if any
+      5. results     beam 5 into PARENT/results.md (transformer-results): the final models, finetune/, their ensemble,
+                     and the averaged checkpoints and their ensemble if any on val, then the one val chooses on every
+                     test set (--tests all: every model on every test set)
   st  the same in en->fr: teacher/ is the en->fr model, whose own French for the captions becomes extra en->fr
       pairs (self-training / forward translation, He et al. 2020) for an en->fr final/.
 
@@ -227,11 +228,11 @@ def closing_stages(args: argparse.Namespace) -> list[Stage]:
         f"checkpoints=[{','.join(models)}]",
         "decodings=[beam]",
         "val=true",  # the val rows: the choice among the models
+        f"tests={args.tests}",
         f"output={args.parent / 'results.md'}",
     ]
-    stages.append(
-        Stage("results", f"evaluating {len(models)} model(s) on every test set and val, beam 5", results, redo=True)
-    )
+    scope = "on every test set and val" if args.tests == "all" else "on val, the one it chooses on every test set"
+    stages.append(Stage("results", f"evaluating {len(models)} model(s) {scope}, beam 5", results, redo=True))
     return stages
 
 
@@ -351,6 +352,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=0,
         help="average the last N checkpoints (at most trainer.keep_last) of each final run; 0 = no (default, from val)",
+    )
+    p.add_argument(
+        "--tests",
+        choices=["chosen", "all"],
+        default="chosen",
+        help="which models the test sets score: the one val chooses (default), or all (every model: much slower)",
     )
     p.add_argument("--shared-dir", default=DataConfig.shared_dir, help="where multi30k_task2/ is looked for")
     p.add_argument("--data-dir", type=Path, default=Path("data") / TASK2, help="where the Task 2 files are put")

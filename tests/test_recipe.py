@@ -73,12 +73,14 @@ def test_all_stages_run_in_order_and_are_recorded(pipeline):
     assert 0 < summary["stages"]["synthetic"]["sentences"] <= 60
     manifest = json.loads((parent / "synthetic" / "backtranslation.json").read_text())
     assert (manifest["src_lang"], manifest["tgt_lang"]) == ("fr", "en") and manifest["inputs"][0].endswith("mono.en")
-    report = (parent / "results.md").read_text()
-    for model in ("final", "finetune", "final + {parent}/finetune", "finetune/checkpoints/avg_last3.safetensors"):
-        rows = [row for row in report.splitlines() if row.startswith(f"| {parent}/{model.format(parent=parent)} | ")]
-        assert rows and rows[-1].split(" | ")[3] == "val"  # each model's test sets, then val: the choice
-    chosen = [line for line in report.splitlines() if line.startswith("Chosen on val (beam 5")]
+    report = (parent / "results.md").read_text().splitlines()
+    rows = [row.split(" | ") for row in report if row.startswith(f"| {parent}/")]
+    models = ["final", "finetune", f"final + {parent}/finetune", "finetune/checkpoints/avg_last3.safetensors"]
+    assert [(row[0], row[3]) for row in rows[:4]] == [(f"| {parent}/{model}", "val") for model in models]
+    chosen = [line for line in report if line.startswith("Chosen on val (beam 5")]
     assert len(chosen) == 1 and chosen[0] in first.stdout.splitlines()  # the report's choice, printed at the end
+    model = chosen[0].split(": ", 1)[1].split(", val ")[0]
+    assert rows[4:] and all(row[0] == f"| {model}" and row[3] != "val" for row in rows[4:])  # its test sets only
 
 
 @pytest.mark.slow
@@ -193,6 +195,7 @@ def test_by_default_bt_ensembles_two_30_minute_finals_with_their_own_seeds_st_tr
     bt = tmp_path / "bt"
     assert f"checkpoints=[{bt}/final,{bt}/final2,[{bt}/final,{bt}/final2]]" in stages["bt"]["results"]  # no averages
     assert "final2" not in stages["st"] and " trainer.max_minutes=55 " in stages["st"]["final"]
+    assert all(" val=true tests=chosen " in commands["results"] for commands in stages.values())
     assert all(not name.startswith("average") for commands in stages.values() for name in commands)
     assert stages["bt"]["synthetic"].endswith(" decoding=greedy")  # chosen on val for bt; st's runs used beam
     assert stages["st"]["synthetic"].endswith(" decoding=beam")

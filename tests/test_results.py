@@ -109,3 +109,30 @@ def test_the_report_through_the_console_script(cli_setup, tmp_path):
     assert any(line.startswith("Hardware: ") for line in lines)
     assert sum(line.startswith(("BLEU: `", "chrF: `")) for line in lines) == 2
     assert len(lines[lines.index("| source | ours | reference |") :]) == 2 + 4
+
+
+@pytest.mark.slow
+def test_with_tests_chosen_every_model_scores_val_and_only_the_chosen_one_the_test_sets(cli_setup, tmp_path):
+    """Val rows for every model and decoding come first; then the test rows of the model each decoding's val BLEU
+    chooses, with that decoding only; the sample rows come from a test set."""
+    report, run = tmp_path / "results.md", f"{cli_setup['tmp']}/run"
+    models = [run, f"{run} + {run}"]
+    args = f"""'checkpoints=[{run},[{run},{run}]]' 'decodings=[greedy,"beam:beam_size=2"]' samples=2"""
+    args += f" output={report} val=true tests=chosen"
+    result = subprocess.run(
+        [str(BIN / "transformer-results"), *shlex.split(args)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = report.read_text().splitlines()
+    rows = [line.split(" | ") for line in lines if line.startswith("| ") and line.count(" | ") == 6][1:]
+    decodings = ["greedy", "beam 2, power α=1.0"]
+    assert [(row[0][2:], row[3], row[4]) for row in rows[:4]] == [(m, "val", d) for m in models for d in decodings]
+    chosen = {}
+    for d in decodings:
+        best = max(float(row[5]) for row in rows[:4] if row[4] == d)
+        line = next(line for line in lines if line.startswith(f"Chosen on val ({d}): "))
+        chosen[d] = next(m for m in reversed(models) if line.startswith(f"Chosen on val ({d}): {m}, val {best:.2f}; "))
+    assert sorted((row[0][2:], row[4]) for row in rows[4:]) == sorted((chosen[d], d) for d in decodings)
+    assert {row[3] for row in rows[4:]} == {"toy"}
+    samples = [row.split(" | ")[0][2:] for row in lines[lines.index("| source | ours | reference |") + 2 :]]
+    assert len(samples) == 2 and set(samples) <= set(Path(cli_setup["tmp"], "test.fr").read_text().splitlines())

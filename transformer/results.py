@@ -7,6 +7,7 @@ overrides (`beam:length_penalty=0.6`; choose them on val, e.g. with
 `transformer-evaluate -m split=val decoding.length_penalty=0.6,1.0 ...`). The Markdown
 holds one table, the model each decoding's val row chooses (with `val=true`), the sacreBLEU
 signatures, and sample translations (the best and worst by sentence BLEU) from the first test set.
+With `tests=chosen` every model is scored on val first and only the one val chooses on the test sets.
 """
 
 import platform
@@ -54,7 +55,12 @@ def test_sets(data_cfg: DictConfig, extra_dir: str | None, val: bool = False) ->
         )
         if files.src.exists() and files.tgt.exists() and data_cfg.get("name") != corpus:
             sets[name] = files
-    return sets | (fetch(data_cfg, [data_cfg.val_split]) if val else {})
+    return sets | (val_sets(data_cfg) if val else {})
+
+
+def val_sets(data_cfg: DictConfig) -> dict[str, ParallelFiles]:
+    """The checkpoint's val split, by its name."""
+    return fetch(data_cfg, [data_cfg.val_split])
 
 
 def hardware() -> str:
@@ -103,10 +109,15 @@ class Report:
         self.val_set: str | None = None
 
     def score(
-        self, name: str, ckpts: list[Checkpoint], sets: dict[str, ParallelFiles], val_set: str | None = None
+        self,
+        name: str,
+        ckpts: list[Checkpoint],
+        sets: dict[str, ParallelFiles],
+        val_set: str | None = None,
+        specs: list[str] | None = None,
     ) -> None:
-        """Translate every test set with every decoding by the model, or the ensemble, of `ckpts` and add one row
-        each (also printed); `val_set` names the set in `sets` that chooses among the models."""
+        """Translate every set with every decoding (or those of `specs`) by the model, or the ensemble, of `ckpts`
+        and add one row each (also printed); `val_set` names the set in `sets` that chooses among the models."""
         self.val_set = val_set or self.val_set
         model, tokenizer = searched_model(ckpts), ckpts[0].tokenizer
         params = sum(p.numel() for p in model.parameters()) / 1e6
@@ -116,7 +127,7 @@ class Report:
         for set_name, files in sets.items():
             pairs = list(read_parallel(files))
             sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-            for spec, cfg in self.decodings.items():
+            for spec, cfg in ((spec, self.decodings[spec]) for spec in specs or self.decodings):
                 hyps = Translator(model, tokenizer, cfg).translate(sources, progress=True)
                 bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
                 b, c = bleu.corpus_score(hyps, [refs]).score, chrf.corpus_score(hyps, [refs]).score
@@ -125,14 +136,21 @@ class Report:
                 self.rows.append(row)
                 print(row, flush=True)
                 self.signatures.update({f"BLEU: `{bleu.get_signature()}`", f"chrF: `{chrf.get_signature()}`"})
-                if not self.sample_rows and spec == list(self.decodings)[-1]:
+                if not self.sample_rows and spec == list(self.decodings)[-1] and set_name != self.val_set:
                     self.sample_rows = samples(sources, hyps, refs, self.n_samples)
+
+    def best(self) -> dict[str, str]:
+        """Each decoding with the model of the best val BLEU; none without val."""
+        return {
+            spec: max(by_model, key=lambda model: by_model[model].get(self.val_set, float("-inf")))
+            for spec, by_model in (self.bleu.items() if self.val_set else [])
+        }
 
     def chosen(self) -> list[str]:
         """One line per decoding naming the model with the best val BLEU and its test scores; none without val."""
         lines = []
-        for spec, by_model in self.bleu.items() if self.val_set else []:
-            name, scores = max(by_model.items(), key=lambda item: item[1].get(self.val_set, float("-inf")))
+        for spec, name in self.best().items():
+            scores = self.bleu[spec][name]
             tests = ", ".join(f"{s} {b:.2f}" for s, b in scores.items() if s != self.val_set)
             val = scores[self.val_set]
             lines.append(f"Chosen on val ({label(self.decodings[spec])}): {name}, val {val:.2f}; {tests}.")

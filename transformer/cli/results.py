@@ -9,7 +9,7 @@ from transformer.config import ResultsConfig
 from transformer.ensemble import checkpoint_paths, load_members
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
-from transformer.results import Report, decoding, test_sets
+from transformer.results import Report, decoding, test_sets, val_sets
 from transformer.runtime import pick_device
 
 
@@ -18,15 +18,24 @@ def main(cfg: DictConfig) -> None:
     with user_errors():
         if not cfg.checkpoints or not cfg.decodings or cfg.samples < 0:
             raise UserError("give checkpoints=[RUN_DIR|FILE,...] and decodings=[PRESET,...] (one at least), samples>=0")
+        if cfg.tests not in ("all", "chosen") or (cfg.tests == "chosen" and not cfg.val):
+            raise UserError(f"tests={cfg.tests}: give tests=all, or tests=chosen with val=true (val chooses)")
         if Path(cfg.output).is_dir():
             raise UserError(f"output={cfg.output} is a folder; give the report's file name")
         report = Report({spec: decoding(spec, Path(CONFIG_PATH)) for spec in cfg.decodings}, cfg.samples)
         device = pick_device(cfg.device)
-        for entry in cfg.checkpoints:  # a path, or a list of paths: an ensemble
+        entries = {" + ".join(checkpoint_paths(entry)): entry for entry in cfg.checkpoints}  # a list: an ensemble
+        for name, entry in entries.items():
             ckpts = load_members(entry, device)
-            name = " + ".join(checkpoint_paths(entry))
             data = ckpts[0].config.data
-            report.score(name, ckpts, test_sets(data, cfg.extra_dir, cfg.val), data.val_split if cfg.val else None)
+            sets = val_sets(data) if cfg.tests == "chosen" else test_sets(data, cfg.extra_dir, cfg.val)
+            report.score(name, ckpts, sets, data.val_split if cfg.val else None)
+        chosen: dict[str, list[str]] = {}  # tests=chosen: the test sets for the model val chooses, per decoding
+        for spec, name in report.best().items() if cfg.tests == "chosen" else []:
+            chosen.setdefault(name, []).append(spec)
+        for name, specs in chosen.items():
+            ckpts = load_members(entries[name], device)
+            report.score(name, ckpts, test_sets(ckpts[0].config.data, cfg.extra_dir), specs=specs)
         atomic_write_text(Path(cfg.output), report.markdown())
         print(f"wrote {cfg.output}")
 
