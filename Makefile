@@ -43,7 +43,7 @@ browser:
 # that time themselves alone.
 test: test-setup browser
 	$(BIN)/ruff check transformer scripts tests
-	OMP_NUM_THREADS=1 $(BIN)/pytest -n logical --dist loadfile -m "not serial"
+	OMP_NUM_THREADS=1 $(BIN)/pytest -n logical --dist loadfile -m "not serial" --durations=15
 	$(BIN)/pytest -m serial
 
 lint: setup
