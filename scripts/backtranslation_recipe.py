@@ -6,8 +6,9 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
                      synthetic French and real English (transformer-backtranslate)
       3. final/      fr->en (+experiment=multi30k_cpu_fren_bt: make train's recipe with dropout 0.1) on Multi30k
          final2/     plus the synthetic pairs (by default untagged at weight 0.25: one synthetic pair per real one,
-                     the best on val of those measured); --finals models (bt: 2) share --final-minutes (bt: 60),
-                     final K with trainer.seed=K
+                     the best on val of those measured); --finals models share --final-minutes (bt: 60), final K
+                     with trainer.seed=K; bt's --finals auto: two, or one where reverse/ trained slowly (fewer than
+                     ENSEMBLE_STEPS steps for each of two finals at its speed)
          finetune/   with --finals 1, final/ fine-tuned on Multi30k alone (+experiment=multi30k_cpu_fren,
                      trainer.init_from) for --finetune-minutes (0 by default, chosen on val: none)
       4. average     with --average N, the last N checkpoints of each last training run (transformer-average; none
@@ -33,6 +34,7 @@ Overrides (KEY=VALUE) go to every training stage; give them before --mono.
 """
 
 import argparse
+import itertools
 import json
 import shlex
 import subprocess
@@ -54,6 +56,7 @@ TASK2_URL = (
     "/data/task2/raw/{split}.{lang}.gz"
 )
 TASK2_FILES = [f"train.{k}.en.gz" for k in range(1, 6)]
+ENSEMBLE_STEPS = 3000  # between the two machines measured (above): the Zen 3's 1,500 lost, the Zen 5's 5,400 won
 DECODINGS = sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "decoding").glob("*.yaml"))
 
 
@@ -67,16 +70,18 @@ class Mode:
     final_experiment: str  # Multi30k plus the synthetic pairs
     tuning_experiment: str  # Multi30k alone: the optional fine-tuning
     final_minutes: float  # the final training's budget, shared by its models
-    finals: int  # final models, trained one after another with their own seeds and ensembled
+    finals: int | str  # final models, trained one after another with their own seeds and ensembled; or "auto"
     decoding: str  # how the synthetic side is decoded
 
 
 # bt: dropout 0.1 for the final run, chosen on val; the issue's cap of 60 minutes for the whole fr->en training, split
-# into two 30-minute models (seeds 1234 and 2) whose ensemble beat one 60-minute model on val; no fine-tuning (it
+# into two 30-minute models (seeds 1234 and 2) whose ensemble beat one 60-minute model on val on a Zen 5 (5,400-5,900
+# steps each), while on a slow Zen 3 (1,400-1,500 steps each) one 60-minute model beat their ensemble by 2.7: "auto"
+# trains two where the en->fr model's speed says a half-budget model makes ENSEMBLE_STEPS steps; no fine-tuning (it
 # lowered val beam by 0.53 and 0.61 on a Zen 5); greedy back-translation (0.20 ahead of beam on val, a fifth of its
 # time). st: make train's 55 minutes, one model, beam. docs/results.md has the runs.
 MODES = {
-    "bt": Mode("reverse", "back", "fr->en", "multi30k_cpu_fren_bt", "multi30k_cpu_fren", 60, 2, "greedy"),
+    "bt": Mode("reverse", "back", "fr->en", "multi30k_cpu_fren_bt", "multi30k_cpu_fren", 60, "auto", "greedy"),
     "st": Mode("teacher", "forward", "en->fr", "multi30k_cpu_enfr", "multi30k_cpu_enfr", 55, 1, "beam"),
 }
 
@@ -152,12 +157,35 @@ def numbered(name: str, n: int) -> list[str]:
     return [name] + [f"{name}{k}" for k in range(2, n + 1)]
 
 
+def en_fr_speed(args: argparse.Namespace) -> float | None:
+    """The finished en->fr model's training steps a minute (from its last checkpoint); None before it finished."""
+    folder = args.parent / MODES[args.mode].first
+    if not (args.parent / f"{folder.name}.done").exists():
+        return None
+    from transformer.checkpoint import read_metadata
+
+    meta = read_metadata(folder / "checkpoints" / "last.safetensors")
+    return int(meta["step"]) / max(float(meta["train_minutes"]), 1e-3)
+
+
+def final_count(args: argparse.Namespace) -> int:
+    """--finals, or with auto two models where the en->fr model's speed gives a half-budget final ENSEMBLE_STEPS
+    steps, else one (two until the en->fr stage has run)."""
+    if args.finals != "auto":
+        return args.finals
+    speed = en_fr_speed(args)
+    return 2 if speed is None or speed * args.final_minutes / 2 >= ENSEMBLE_STEPS else 1
+
+
 def final_stages(args: argparse.Namespace) -> list[Stage]:
     """The final models, each trained for its share of --final-minutes; final K (K >= 2) with trainer.seed=K."""
-    mode, minutes, stages = MODES[args.mode], args.final_minutes / args.finals, []
-    for k, name in enumerate(numbered("final", args.finals), start=1):
+    mode, n, stages = MODES[args.mode], final_count(args), []
+    minutes = args.final_minutes / n
+    speed = en_fr_speed(args) if args.finals == "auto" else None
+    why = f"; --finals auto: en->fr made {speed:.0f} steps a minute" if speed is not None else ""
+    for k, name in enumerate(numbered("final", n), start=1):
         seed = [f"trainer.seed={k}"] if k > 1 else []  # after the overrides: the models differ whatever they say
-        which = f" (model {k} of {args.finals})" if args.finals > 1 else ""
+        which = f" (model {k} of {n}{why})" if n > 1 or why else ""
         command = [*training(args, mode.final_experiment, name, minutes, *extra_corpus(args)), *seed]
         what = f"training {mode.pair} with the synthetic pairs for {minutes:g} min{which}"
         stages.append(Stage(name, what, command, args.parent / name, ["trainer.resume=true"]))
@@ -209,7 +237,7 @@ def ensemble(runs: list[Path]) -> list[str]:
 def closing_stages(args: argparse.Namespace) -> list[Stage]:
     """Averaging the last checkpoints of each last run (unless --average 0), then every model on every test set:
     the final models (and finetune/) with their ensemble, and the averages with theirs."""
-    finals = [args.parent / name for name in numbered("final", args.finals)]
+    finals = [args.parent / name for name in numbered("final", final_count(args))]
     tuned = [args.parent / "finetune"] if args.finetune_minutes > 0 else []
     last_runs = (tuned or finals) if args.average > 0 else []
     averages = [run / "checkpoints" / f"avg_last{args.average}.safetensors" for run in last_runs]
@@ -314,6 +342,13 @@ def per_mode(name: str) -> str:
     return ", ".join(f"{key} {getattr(mode, name)}" for key, mode in MODES.items())
 
 
+def finals_count(text: str) -> int | str:
+    """--finals: a number of models, or auto."""
+    if text != "auto" and not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of final models, or auto")
+    return text if text == "auto" else int(text)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
@@ -331,8 +366,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--finals",
-        type=int,
-        help=f"final models trained one after another and ensembled (default: {per_mode('finals')})",
+        type=finals_count,
+        help=f"final models trained one after another and ensembled, or auto: 2 where the en->fr stage's speed gives "
+        f"each {ENSEMBLE_STEPS} steps, else 1 (default: {per_mode('finals')})",
     )
     p.add_argument(
         "--finetune-minutes",
@@ -370,9 +406,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.final_minutes = mode.final_minutes if args.final_minutes is None else args.final_minutes
     args.finals = mode.finals if args.finals is None else args.finals
     args.decoding = mode.decoding if args.decoding is None else args.decoding
-    if args.finals < 1:
-        p.exit(2, f"error: --finals {args.finals}: give 1 or more final models\n")
-    if args.finals > 1 and args.finetune_minutes > 0:
+    if args.finals != "auto" and args.finals < 1:
+        p.exit(2, f"error: --finals {args.finals}: give 1 or more final models, or auto\n")
+    if args.finals != 1 and args.finetune_minutes > 0:
         p.exit(2, "error: --finetune-minutes fine-tunes one final model: give --finals 1 with it\n")
     missing = [str(path) for path in args.mono or [] if not path.is_file()]
     if missing:
@@ -382,16 +418,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    stages = plan(args)
     if args.dry_run:
+        stages = plan(args)
         for i, stage in enumerate(stages, start=1):
             state = {"todo": "", "finished": " (finished)", "changed": " (finished with other settings)"}
             print(f"[{i}/{len(stages)}] {stage.name}{state[status(stage, args.parent)]}: {shlex.join(stage.command)}")
+        if args.finals == "auto" and en_fr_speed(args) is None:
+            print(f"(--finals auto: one {args.final_minutes:g}-minute final instead if en->fr shows a slow CPU)")
         return
     args.parent.mkdir(parents=True, exist_ok=True)
     try:
-        for i, stage in enumerate(stages, start=1):
-            run_stage(stage, args.parent, f"[{i}/{len(stages)}]")
+        for i in itertools.count():
+            stages = plan(args)  # again after each stage: the en->fr stage settles --finals auto
+            if i == len(stages):
+                break
+            run_stage(stages[i], args.parent, f"[{i + 1}/{len(stages)}]")
             write_summary(args, stages)
     except StageFailed as err:
         print(f"error: {err}", file=sys.stderr)

@@ -70,8 +70,8 @@ MISTAKES = [
     ("results", "checkpoints=[{tmp}/run] decodings=[nope]", "names no preset"),
     ("results", "checkpoints=[{tmp}/run] output={dir}", "is a folder"),
     ("results", "checkpoints=[{dir}]", "no checkpoint in"),
-    ("results", "checkpoints=[{tmp}/run] tests=chosen", "tests=chosen with val=true"),
-    ("results", "checkpoints=[{tmp}/run] tests=some val=true", "give tests=all, or tests=chosen"),
+    ("results", "checkpoints=[{tmp}/run] tests=chosen", "tests=chosen needs val=true"),
+    ("results", "checkpoints=[{tmp}/run] tests=some val=true", "tests='some' is not one of all, chosen"),
 ]
 if NO_GPU:
     MISTAKES += [

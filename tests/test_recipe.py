@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 from tests.conftest import write_corpus
@@ -187,7 +188,8 @@ def test_by_default_bt_ensembles_two_30_minute_finals_with_their_own_seeds_st_tr
     for mode in ("bt", "st"):
         result = recipe("--mode", mode, "--parent", str(tmp_path / mode), "--dry-run", "trainer.seed=7")
         assert result.returncode == 0, result.stderr
-        stages[mode] = {line.split(":")[0].split()[1]: line for line in result.stdout.splitlines()}
+        lines = result.stdout.splitlines()
+        stages[mode] = {line.split(":")[0].split()[1]: line for line in lines if line.startswith("[")}
     assert all("finetune" not in commands for commands in stages.values())
     assert [name for name in stages["bt"] if name.startswith("final")] == ["final", "final2"]
     assert all(" trainer.max_minutes=30 " in stages["bt"][name] for name in ("final", "final2"))
@@ -236,3 +238,26 @@ def test_task2_files_are_copied_from_the_shared_folder(tmp_path):
     module.fetch_task2(tmp_path / "data", str(tmp_path / "shared"))
     copies = module.task2_files(tmp_path / "data")
     assert [path.read_bytes() for path in copies] == [(shared / path.name).read_bytes() for path in copies]
+
+
+@pytest.mark.parametrize("steps, finals", [(1667, ["final"]), (5985, ["final", "final2"])])
+def test_finals_auto_trains_one_model_after_a_slow_en_fr_stage_two_after_a_fast_one(tmp_path, steps, finals):
+    """The en->fr stage's steps a minute settle --finals auto: a 30-minute half of the budget gives 1,400 steps on
+    the slow Zen 3 measured (one 60-minute model won on val), 5,100 on the Zen 5 (the ensemble of two won)."""
+    from safetensors.torch import save_file
+
+    from transformer.checkpoint import FORMAT
+
+    parent = tmp_path / "bt"
+    (parent / "reverse" / "checkpoints").mkdir(parents=True)
+    meta = {"format": FORMAT, "step": str(steps), "train_minutes": "35.0"}
+    save_file({"x": torch.zeros(1)}, parent / "reverse" / "checkpoints" / "last.safetensors", metadata=meta)
+    (parent / "reverse.done").write_text(json.dumps({"command": ["transformer-train"]}))
+    result = recipe("--parent", str(parent), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    names = [line.split(":")[0].split()[1] for line in result.stdout.splitlines()]
+    assert [name for name in names if name.startswith("final")] == finals and names[-1] == "results"
+    minutes = 60 // len(finals)
+    assert all(f" trainer.max_minutes={minutes} " in line for line in result.stdout.splitlines() if "] final" in line)
+    one, two = f"{parent}/final", f"{parent}/final,{parent}/final2"
+    assert f"checkpoints=[{one if len(finals) == 1 else f'{two},[{two}]'}]" in result.stdout  # the ensemble with two

@@ -24,6 +24,7 @@ LengthPenalty = Literal["power", "gnmt", "none"]
 Engine = Literal["pytorch", "ctranslate2"]
 ExportFormat = Literal["ctranslate2", "marian"]
 Quantization = Literal["none", "int8", "int8_float32", "bfloat16"]
+TestScope = Literal["all", "chosen"]
 
 
 def choice(allowed: Any, default: str) -> Any:
@@ -368,7 +369,7 @@ class ResultsConfig:
     decodings: list[str] = field(default_factory=lambda: ["greedy", "beam"])
     extra_dir: str | None = None  # where Tatoeba test and newstest2014 lie; default: the checkpoint's data.shared_dir
     val: bool = False  # also score the val split (after the test sets); the report names the model val chooses
-    tests: str = "all"  # "all": every model on the test sets; "chosen" (with val): only the model val chooses
+    tests: str = choice(TestScope, "all")  # all: every model on the test sets; chosen (with val): val's choice only
     samples: int = 12  # sample translations: half the best, half the worst by sentence BLEU
     device: str = "auto"
 

@@ -15,6 +15,7 @@ from transformer.config import (
     DecodingConfig,
     ModelConfig,
     OptimConfig,
+    ResultsConfig,
     RNNConfig,
     TokenizerConfig,
     TrainerConfig,
@@ -234,5 +235,9 @@ def check_config(cfg) -> None:
         _choices(problems, "", cfg, TranslateConfig)  # engine, as evaluate's
         if cfg.engine == "ctranslate2" and cfg.get("plot_attention"):
             problems.append("plot_attention needs engine=pytorch (CTranslate2 does not return our attention)")
+    if "tests" in cfg:
+        _choices(problems, "", cfg, ResultsConfig)
+        if cfg.tests == "chosen" and not cfg.val:
+            problems.append("tests=chosen needs val=true (val chooses the model the test sets score)")
     if problems:
         raise UserError("invalid settings: " + "; ".join(problems))

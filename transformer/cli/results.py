@@ -18,8 +18,6 @@ def main(cfg: DictConfig) -> None:
     with user_errors():
         if not cfg.checkpoints or not cfg.decodings or cfg.samples < 0:
             raise UserError("give checkpoints=[RUN_DIR|FILE,...] and decodings=[PRESET,...] (one at least), samples>=0")
-        if cfg.tests not in ("all", "chosen") or (cfg.tests == "chosen" and not cfg.val):
-            raise UserError(f"tests={cfg.tests}: give tests=all, or tests=chosen with val=true (val chooses)")
         if Path(cfg.output).is_dir():
             raise UserError(f"output={cfg.output} is a folder; give the report's file name")
         report = Report({spec: decoding(spec, Path(CONFIG_PATH)) for spec in cfg.decodings}, cfg.samples)
