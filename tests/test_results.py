@@ -79,23 +79,29 @@ def test_the_report_names_the_model_val_chooses():
     assert "\nChosen on val (greedy): a," in report.markdown()
 
 
+def model_and_pair(run: str, tmp_path: Path, options: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """`transformer-results` of the model in `run` and its ensemble with itself, greedy and beam 2: its output and
+    the report's lines."""
+    report = tmp_path / "results.md"
+    args = f"""'checkpoints=[{run},[{run},{run}]]' 'decodings=[greedy,"beam:beam_size=2"]' output={report} {options}"""
+    result = subprocess.run(
+        [str(BIN / "transformer-results"), *shlex.split(args)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result, report.read_text().splitlines()
+
+
 @pytest.mark.slow
 def test_the_report_through_the_console_script(cli_setup, tmp_path):
     """Every checkpoint x test set (val last) x decoding gives one row, plus the model val chooses, the hardware, the
     signatures and the sample rows; an ensemble of a model with itself (a list in the list) scores as the model, with
     its parameters twice."""
-    report, run = tmp_path / "results.md", f"{cli_setup['tmp']}/run"
-    args = f"""'checkpoints=[{run},[{run},{run}]]' 'decodings=[greedy,"beam:beam_size=2"]' samples=4"""
-    args += f" output={report} extra_dir={tmp_path} val=true"
-    result = subprocess.run(
-        [str(BIN / "transformer-results"), *shlex.split(args)], cwd=tmp_path, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = report.read_text().splitlines()
+    run = f"{cli_setup['tmp']}/run"
+    result, lines = model_and_pair(run, tmp_path, f"samples=4 extra_dir={tmp_path} val=true")
     rows = [line for line in lines if line.startswith(f"| {run} |")]
     decodings = ["greedy", "beam 2, power α=1.0"]
     assert [row.split(" | ")[3:5] for row in rows] == [[split, d] for split in ("toy", "val") for d in decodings]
-    assert rows == result.stdout.splitlines()[:4] and f"wrote {report}" in result.stdout
+    assert rows == result.stdout.splitlines()[:4] and f"wrote {tmp_path / 'results.md'}" in result.stdout
     pair = [line.split(" | ") for line in lines if line.startswith(f"| {run} + {run} |")]
     single = [row.split(" | ") for row in rows]
     assert [row[3:] for row in pair] == [row[3:] for row in single]  # test set, decoding, BLEU, chrF
@@ -115,15 +121,9 @@ def test_the_report_through_the_console_script(cli_setup, tmp_path):
 def test_with_tests_chosen_every_model_scores_val_and_only_the_chosen_one_the_test_sets(cli_setup, tmp_path):
     """Val rows for every model and decoding come first; then the test rows of the model each decoding's val BLEU
     chooses, with that decoding only; the sample rows come from a test set."""
-    report, run = tmp_path / "results.md", f"{cli_setup['tmp']}/run"
+    run = f"{cli_setup['tmp']}/run"
     models = [run, f"{run} + {run}"]
-    args = f"""'checkpoints=[{run},[{run},{run}]]' 'decodings=[greedy,"beam:beam_size=2"]' samples=2"""
-    args += f" output={report} val=true tests=chosen"
-    result = subprocess.run(
-        [str(BIN / "transformer-results"), *shlex.split(args)], cwd=tmp_path, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = report.read_text().splitlines()
+    _, lines = model_and_pair(run, tmp_path, "samples=2 val=true tests=chosen")
     rows = [line.split(" | ") for line in lines if line.startswith("| ") and line.count(" | ") == 6][1:]
     decodings = ["greedy", "beam 2, power α=1.0"]
     assert [(row[0][2:], row[3], row[4]) for row in rows[:4]] == [(m, "val", d) for m in models for d in decodings]
