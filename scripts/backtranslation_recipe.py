@@ -75,7 +75,7 @@ class Mode:
 
 
 # bt: dropout 0.1 for the final run, chosen on val; the cap of 60 minutes for the whole fr->en training, split
-# into two 30-minute models (seeds 1234 and 2) whose ensemble beat one 60-minute model on val on a Zen 5 (5,400-5,900
+# into two 30-minute models (seeds 1234 and 2) whose ensemble beat one 60-minute model on val on a Zen 5 (5,400-6,100
 # steps each), while on a slow Zen 3 (1,400-1,500 steps each) one 60-minute model beat their ensemble by 2.7: "auto"
 # trains two where the en->fr model's speed says a half-budget model makes ENSEMBLE_STEPS steps; no fine-tuning (it
 # lowered val beam by 0.53 and 0.61 on a Zen 5); greedy back-translation (0.20 ahead of beam on val, a fifth of its
