@@ -168,21 +168,19 @@ def en_fr_speed(args: argparse.Namespace) -> float | None:
     return int(meta["step"]) / max(float(meta["train_minutes"]), 1e-3)
 
 
-def final_count(args: argparse.Namespace) -> int:
+def final_count(args: argparse.Namespace) -> tuple[int, str]:
     """--finals, or with auto two models where the en->fr model's speed gives a half-budget final ENSEMBLE_STEPS
-    steps, else one (two until the en->fr stage has run)."""
-    if args.finals != "auto":
-        return args.finals
-    speed = en_fr_speed(args)
-    return 2 if speed is None or speed * args.final_minutes / 2 >= ENSEMBLE_STEPS else 1
-
-
-def final_stages(args: argparse.Namespace) -> list[Stage]:
-    """The final models, each trained for its share of --final-minutes; final K (K >= 2) with trainer.seed=K."""
-    mode, n, stages = MODES[args.mode], final_count(args), []
-    minutes = args.final_minutes / n
+    steps, else one (two until the en->fr stage has run); and why, once auto was settled ("" otherwise)."""
     speed = en_fr_speed(args) if args.finals == "auto" else None
-    why = f"; --finals auto: en->fr made {speed:.0f} steps a minute" if speed is not None else ""
+    if speed is None:
+        return (2 if args.finals == "auto" else args.finals), ""
+    n = 2 if speed * args.final_minutes / 2 >= ENSEMBLE_STEPS else 1
+    return n, f"; --finals auto: en->fr made {speed:.0f} steps a minute"
+
+
+def final_stages(args: argparse.Namespace, n: int, why: str) -> list[Stage]:
+    """The n final models, each trained for its share of --final-minutes; final K (K >= 2) with trainer.seed=K."""
+    mode, minutes, stages = MODES[args.mode], args.final_minutes / n, []
     for k, name in enumerate(numbered("final", n), start=1):
         seed = [f"trainer.seed={k}"] if k > 1 else []  # after the overrides: the models differ whatever they say
         which = f" (model {k} of {n}{why})" if n > 1 or why else ""
@@ -192,7 +190,7 @@ def final_stages(args: argparse.Namespace) -> list[Stage]:
     return stages
 
 
-def model_stages(args: argparse.Namespace) -> list[Stage]:
+def model_stages(args: argparse.Namespace, finals: tuple[int, str]) -> list[Stage]:
     """The stages that make models: en->fr, the synthetic corpus, the final runs and the fine-tuning."""
     mode, parent = MODES[args.mode], args.parent
     mono = args.mono or task2_files(args.data_dir)
@@ -217,7 +215,7 @@ def model_stages(args: argparse.Namespace) -> list[Stage]:
             ],
             before=fetch,
         ),
-        *final_stages(args),
+        *final_stages(args, *finals),
     ]
     if args.finetune_minutes > 0:  # a relaunch of an init_from run folder resumes it by itself
         finetune = training(
@@ -234,10 +232,10 @@ def ensemble(runs: list[Path]) -> list[str]:
     return [*models, f"[{','.join(models)}]"] if len(models) > 1 else models
 
 
-def closing_stages(args: argparse.Namespace) -> list[Stage]:
+def closing_stages(args: argparse.Namespace, n_finals: int) -> list[Stage]:
     """Averaging the last checkpoints of each last run (unless --average 0), then every model on every test set:
     the final models (and finetune/) with their ensemble, and the averages with theirs."""
-    finals = [args.parent / name for name in numbered("final", final_count(args))]
+    finals = [args.parent / name for name in numbered("final", n_finals)]
     tuned = [args.parent / "finetune"] if args.finetune_minutes > 0 else []
     last_runs = (tuned or finals) if args.average > 0 else []
     averages = [run / "checkpoints" / f"avg_last{args.average}.safetensors" for run in last_runs]
@@ -266,7 +264,8 @@ def closing_stages(args: argparse.Namespace) -> list[Stage]:
 
 def plan(args: argparse.Namespace) -> list[Stage]:
     """The stages of this run, in order."""
-    return model_stages(args) + closing_stages(args)
+    finals = final_count(args)  # reads the en->fr stage's checkpoint once
+    return model_stages(args, finals) + closing_stages(args, finals[0])
 
 
 def status(stage: Stage, parent: Path) -> str:
@@ -423,7 +422,7 @@ def main(argv: list[str] | None = None) -> None:
         for i, stage in enumerate(stages, start=1):
             state = {"todo": "", "finished": " (finished)", "changed": " (finished with other settings)"}
             print(f"[{i}/{len(stages)}] {stage.name}{state[status(stage, args.parent)]}: {shlex.join(stage.command)}")
-        if args.finals == "auto" and en_fr_speed(args) is None:
+        if args.finals == "auto" and not final_count(args)[1]:
             print(f"(--finals auto: one {args.final_minutes:g}-minute final instead if en->fr shows a slow CPU)")
         return
     args.parent.mkdir(parents=True, exist_ok=True)
