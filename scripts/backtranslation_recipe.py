@@ -427,8 +427,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     args.parent.mkdir(parents=True, exist_ok=True)
     try:
+        planned = 0
         for i in itertools.count():
             stages = plan(args)  # again after each stage: the en->fr stage settles --finals auto
+            if planned and len(stages) != planned:
+                print(f"plan: {len(stages)} stages now ({final_count(args)[1].lstrip('; ')})", flush=True)
+            planned = len(stages)
             if i == len(stages):
                 break
             run_stage(stages[i], args.parent, f"[{i + 1}/{len(stages)}]")
