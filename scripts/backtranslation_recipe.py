@@ -175,7 +175,7 @@ def final_count(args: argparse.Namespace) -> tuple[int, str]:
     if speed is None:
         return (2 if args.finals == "auto" else args.finals), ""
     n = 2 if speed * args.final_minutes / 2 >= ENSEMBLE_STEPS else 1
-    return n, f"; --finals auto: en->fr made {speed:.0f} steps a minute"
+    return n, f"--finals auto: en->fr made {speed:.0f} steps a minute"
 
 
 def final_stages(args: argparse.Namespace, n: int, why: str) -> list[Stage]:
@@ -183,7 +183,8 @@ def final_stages(args: argparse.Namespace, n: int, why: str) -> list[Stage]:
     mode, minutes, stages = MODES[args.mode], args.final_minutes / n, []
     for k, name in enumerate(numbered("final", n), start=1):
         seed = [f"trainer.seed={k}"] if k > 1 else []  # after the overrides: the models differ whatever they say
-        which = f" (model {k} of {n}{why})" if n > 1 or why else ""
+        notes = ([f"model {k} of {n}"] if n > 1 else []) + ([why] if why else [])
+        which = f" ({'; '.join(notes)})" if notes else ""
         command = [*training(args, mode.final_experiment, name, minutes, *extra_corpus(args)), *seed]
         what = f"training {mode.pair} with the synthetic pairs for {minutes:g} min{which}"
         stages.append(Stage(name, what, command, args.parent / name, ["trainer.resume=true"]))
@@ -431,7 +432,7 @@ def main(argv: list[str] | None = None) -> None:
         for i in itertools.count():
             stages = plan(args)  # again after each stage: the en->fr stage settles --finals auto
             if planned and len(stages) != planned:
-                print(f"plan: {len(stages)} stages now ({final_count(args)[1].lstrip('; ')})", flush=True)
+                print(f"plan: {len(stages)} stages now ({final_count(args)[1]})", flush=True)
             planned = len(stages)
             if i == len(stages):
                 break

@@ -240,18 +240,23 @@ def test_task2_files_are_copied_from_the_shared_folder(tmp_path):
     assert [path.read_bytes() for path in copies] == [(shared / path.name).read_bytes() for path in copies]
 
 
-@pytest.mark.parametrize("steps, finals", [(1667, ["final"]), (5985, ["final", "final2"])])
-def test_finals_auto_trains_one_model_after_a_slow_en_fr_stage_two_after_a_fast_one(tmp_path, steps, finals):
-    """The en->fr stage's steps a minute settle --finals auto: a 30-minute half of the budget gives 1,400 steps on
-    the slow Zen 3 measured (one 60-minute model won on val), 5,100 on the Zen 5 (the ensemble of two won)."""
+def en_fr_checkpoint(run_dir: Path, steps: int) -> None:
+    """A stand-in for the en->fr stage's last checkpoint: only its header, `steps` in 35 training minutes."""
     from safetensors.torch import save_file
 
     from transformer.checkpoint import FORMAT
 
-    parent = tmp_path / "bt"
-    (parent / "reverse" / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints").mkdir(parents=True)
     meta = {"format": FORMAT, "step": str(steps), "train_minutes": "35.0"}
-    save_file({"x": torch.zeros(1)}, parent / "reverse" / "checkpoints" / "last.safetensors", metadata=meta)
+    save_file({"x": torch.zeros(1)}, run_dir / "checkpoints" / "last.safetensors", metadata=meta)
+
+
+@pytest.mark.parametrize("steps, finals", [(1667, ["final"]), (5985, ["final", "final2"])])
+def test_finals_auto_trains_one_model_after_a_slow_en_fr_stage_two_after_a_fast_one(tmp_path, steps, finals):
+    """The en->fr stage's steps a minute settle --finals auto: a 30-minute half of the budget gives 1,400 steps on
+    the slow Zen 3 measured (one 60-minute model won on val), 5,100 on the Zen 5 (the ensemble of two won)."""
+    parent = tmp_path / "bt"
+    en_fr_checkpoint(parent / "reverse", steps)
     (parent / "reverse.done").write_text(json.dumps({"command": ["transformer-train"]}))
     result = recipe("--parent", str(parent), "--dry-run")
     assert result.returncode == 0, result.stderr
@@ -261,3 +266,28 @@ def test_finals_auto_trains_one_model_after_a_slow_en_fr_stage_two_after_a_fast_
     assert all(f" trainer.max_minutes={minutes} " in line for line in result.stdout.splitlines() if "] final" in line)
     one, two = f"{parent}/final", f"{parent}/final,{parent}/final2"
     assert f"checkpoints=[{one if len(finals) == 1 else f'{two},[{two}]'}]" in result.stdout  # the ensemble with two
+
+
+def test_the_run_replans_after_the_en_fr_stage_and_says_why_the_stage_count_changed(tmp_path, capsys, monkeypatch):
+    """Before en->fr has run, --finals auto plans two finals; a slow en->fr stage leaves one, and a plan line says so
+    before the next stage runs (the stages themselves are recorded, not run)."""
+    spec = importlib.util.spec_from_file_location("backtranslation_recipe", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _, mono = write_corpus(tmp_path, "mono", 5, seed=3)
+    parent, ran = tmp_path / "bt", []
+
+    def record(stage, parent, prefix):
+        ran.append(f"{prefix} {stage.name}")
+        if stage.name == "reverse":
+            en_fr_checkpoint(stage.run_dir, 1667)  # in 35 minutes: the slow Zen 3
+        (parent / f"{stage.name}.done").write_text(json.dumps({"command": stage.command}))
+        if stage.name == "results":
+            (parent / "results.md").write_text("Chosen on val: final\n")
+
+    monkeypatch.setattr(module, "run_stage", record)
+    module.main(["--parent", str(parent), "--mono", str(mono)])
+    assert ran == ["[1/5] reverse", "[2/4] synthetic", "[3/4] final", "[4/4] results"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "plan: 4 stages now (--finals auto: en->fr made 48 steps a minute)"
+    assert out[1] == "Chosen on val: final"
