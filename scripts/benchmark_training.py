@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from profile_decoding import operator_table
 
 from transformer.batching import collate
 from transformer.loss import loss_sum
@@ -36,15 +37,17 @@ def random_batch(sentences: int, length: int, vocab: int):
     return collate(src, tgt)
 
 
-def ours_step(size: str, vocab: int, batch, precision: str, device: torch.device, compile: bool) -> Callable[[], None]:
+def ours_step(size: str, vocab: int, batch, precision: str, device: torch.device, compile: str) -> Callable[[], None]:
+    """One training step of ours; `compile`: "" (eager), "model" (trainer.compile=true) or "loss" (model and loss)."""
     model = Transformer(vocab, vocab, model_config(size), joint_vocab=True).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=True)
-    forward = torch.compile(model) if compile else model
+    forward = torch.compile(model) if compile == "model" else model
+    objective = torch.compile(loss_sum) if compile == "loss" else loss_sum
 
     def step():
         optimizer.zero_grad(set_to_none=True)
         with autocast(device, precision):
-            loss = loss_sum(forward, batch, 0.1) / batch.n_tokens
+            loss = objective(forward, batch, 0.1) / batch.n_tokens
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -120,16 +123,27 @@ def main() -> None:
         help="ours' precision besides fp32; auto (what make train uses): bf16 where the device computes it natively",
     )
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--compile", action="store_true", help="torch.compile ours (trainer.compile=true)")
+    parser.add_argument(
+        "--compile",
+        nargs="*",
+        choices=["model", "loss"],
+        help="torch.compile ours: the model (trainer.compile=true; the default of a bare --compile) and/or "
+        "the model with its loss in one graph; each one given is timed side by side",
+    )
+    parser.add_argument("--profile", action="store_true", help="then profile a step of our fastest: where it goes")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     torch.manual_seed(0)
     device = torch.device(args.device)
     args.precision = resolve_precision(args.precision, device)
     batch = random_batch(args.sentences, args.length, args.vocab).to(device)
-    runs = {"ours fp32": ours_step(args.size, args.vocab, batch, "fp32", device, args.compile)}
+    compiles = [""] if args.compile is None else args.compile or ["model"]
+    names = {c: f"ours {args.precision}" + (f" ({c})" if len(compiles) > 1 else "") for c in compiles}
+    runs = {}
     if args.precision != "fp32":
-        runs[f"ours {args.precision}"] = ours_step(args.size, args.vocab, batch, args.precision, device, args.compile)
+        runs["ours fp32"] = ours_step(args.size, args.vocab, batch, "fp32", device, compiles[0])
+    for compile, name in names.items():
+        runs[name] = ours_step(args.size, args.vocab, batch, args.precision, device, compile)
     peer = marian_step(args.size, args.vocab, batch, device)
     if peer is not None:
         runs["HF MarianMT fp32"] = peer
@@ -153,27 +167,33 @@ def main() -> None:
         f"{where}, median of {args.rounds}; matmul peak "
         + ", ".join(f"{peak / 1e9:.0f} GFLOP/s {dtype}" for dtype, peak in peaks.items())
     )
-    print(f"{'':20} {'tok/s':>8} {'s/step':>8} {'GFLOP/s':>8} {'of peak':>8}")
+    print(f"{'':24} {'tok/s':>8} {'s/step':>8} {'GFLOP/s':>8} {'of peak':>8}")
     rate = {}
     for name, t in times.items():
         sec = statistics.median(t)
         rate[name] = tokens / sec
         peak = peaks["bf16" if "bf16" in name else "fp32"]
-        print(f"{name:20} {rate[name]:8.0f} {sec:8.3f} {flops / sec / 1e9:8.1f} {flops / sec / peak:8.1%}")
-    main_name = f"ours {args.precision}"
+        print(f"{name:24} {rate[name]:8.0f} {sec:8.3f} {flops / sec / 1e9:8.1f} {flops / sec / peak:8.1%}")
+    main_name = names[compiles[0]]
     result = {
         "size": args.size,
         "precision": args.precision,
         "device": args.device,
-        "compile": args.compile,
+        "compile": compiles[0],
         "ours_tok_s": round(rate[main_name], 1),
-        "ours_fp32_tok_s": round(rate["ours fp32"], 1),
+        "ours_fp32_tok_s": round(rate.get("ours fp32", rate[main_name]), 1),
     }
     if peer is not None:
         result["peer_tok_s"] = round(rate["HF MarianMT fp32"], 1)
         result["train_ratio"] = round(rate[main_name] / rate["HF MarianMT fp32"], 3)
-        result["fp32_ratio"] = round(rate["ours fp32"] / rate["HF MarianMT fp32"], 3)
+        result["fp32_ratio"] = round(result["ours_fp32_tok_s"] / rate["HF MarianMT fp32"], 3)
         print(f"ours {args.precision} / HF fp32: {result['train_ratio']:.2f}x; both fp32: {result['fp32_ratio']:.2f}x")
+    if len(compiles) > 1:
+        result["by_compile"] = {c: round(rate[name], 1) for c, name in names.items()}
+    if args.profile:
+        fastest = max(names.values(), key=rate.get)
+        print(f"profile of one step of {fastest}:")
+        operator_table(runs[fastest], top=25, cuda=device.type == "cuda", by_device=device.type == "cuda")
     if args.json:
         print(json.dumps(result))
 

@@ -244,6 +244,20 @@ def test_mixed_precision_trains_like_fp32(corpus, tmp_path, precision, model):
 
 
 @pytest.mark.slow
+def test_compiled_training_matches_eager(corpus, tmp_path):
+    """trainer.compile=true (the model and its loss in one torch.compile graph) takes the eager run's steps."""
+    base = [*toy_overrides(corpus, tmp_path), "model.dropout=0", "trainer.max_steps=1"]  # each shape compiles anew
+    train(base, tmp_path / "eager")
+    train([*base, "trainer.compile=true"], tmp_path / "compiled")
+    compiled, eager = weights(tmp_path / "compiled"), weights(tmp_path / "eager")
+    assert not torch.equal(eager["model.tgt_embed.weight"], weights_at_init(tmp_path / "eager"))
+    for name in eager:
+        torch.testing.assert_close(compiled[name], eager[name], atol=1e-5, rtol=1e-4, msg=name)
+    losses = [[value for _, value in scalars(tmp_path / run, "train/loss")] for run in ("compiled", "eager")]
+    assert len(losses[0]) == 1 and losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
+@pytest.mark.slow
 def test_transformer_average(corpus, tmp_path):
     run = tmp_path / "run"
     train([*toy_overrides(corpus, tmp_path), "trainer.max_steps=6", "trainer.val_every=2"], run)

@@ -238,7 +238,7 @@ class TrainerConfig:
     init_from: str = ""
     precision: str = choice(Precision, "fp32")  # bf16: autocast; fp16: autocast + gradient scaler;
     # auto: bf16 where the device computes it natively (a CUDA GPU with bf16; a CPU with AVX-512 or AMX), else fp32
-    compile: bool = False  # torch.compile the model for training
+    compile: bool = False  # torch.compile the model and its loss for training
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default
     progress: bool = True  # show a progress bar

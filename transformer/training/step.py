@@ -42,12 +42,14 @@ class TrainStep:
         trainer: TrainerConfig,
         world: int,
     ):
-        """`optim` gives the loss's label smoothing, the clip and the schedule; `trainer` the precision and
-        `max_nonfinite`; `world` is the number of processes."""
+        """`optim` gives the loss's label smoothing, the clip and the schedule; `trainer` the precision,
+        `compile` and `max_nonfinite`; `world` is the number of processes."""
         self.model, self.train_model, self.optimizer, self.cfg = model, train_model, optimizer, optim
         self.precision, self.max_nonfinite, self.world = trainer.precision, trainer.max_nonfinite, world
         self.device = next(model.parameters()).device
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
+        # trainer.compile: the model and its loss in one graph (the loss over the vocabulary fuses into it)
+        self.objective = torch.compile(loss_sum) if trainer.compile else loss_sum
         self.nonfinite = 0  # consecutive skipped steps
 
     def __call__(self, batches: list[Batch], total_tokens: float, step: int, budget_used: float) -> StepResult:
@@ -60,7 +62,7 @@ class TrainStep:
             sync = i == len(batches) - 1 or self.world == 1
             context = contextlib.nullcontext() if sync else self.train_model.no_sync()
             with context, autocast(self.device, self.precision):
-                loss = loss_sum(self.train_model, batch, self.cfg.label_smoothing)
+                loss = self.objective(self.train_model, batch, self.cfg.label_smoothing)
             # DDP averages gradients over processes; scaling by world size makes that a sum over all tokens.
             self.scaler.scale(loss * self.world / total_tokens).backward()
             loss_total += loss.detach()

@@ -127,7 +127,6 @@ class Trainer:
         self.model = build_model(cfg.model, self.tokenizer).to(self.device)
         self.optimizer = make_optimizer(self.model, cfg.optim)
         train_model = DistributedDataParallel(self.model) if self.world > 1 else self.model
-        train_model = torch.compile(train_model) if tcfg.compile else train_model
         self.stepper = TrainStep(
             self.model, train_model, self.optimizer, optim=cfg.optim, trainer=tcfg, world=self.world
         )
