@@ -12,7 +12,6 @@ from omegaconf import OmegaConf
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-import transformer.training.step as step_module
 from tests.test_training import make_trainer, toy_overrides, train
 from transformer.checkpoint import load_checkpoint
 from transformer.errors import UserError
@@ -150,8 +149,8 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(corpus, tmp_path, monke
     overrides = [*toy_overrides(corpus, tmp_path), "trainer.max_nonfinite=3", f"trainer.precision={precision}"]
     trainer = make_trainer(overrides, tmp_path / "nan")
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    real = step_module.loss_sum
-    monkeypatch.setattr(step_module, "loss_sum", lambda *args: real(*args) * float("nan"))
+    real = trainer.stepper.objective
+    monkeypatch.setattr(trainer.stepper, "objective", lambda *args: real(*args) * float("nan"))
     batches = [trainer.train_data.collate(idx, 0) for idx in trainer.train_data.epoch(0)[:3]]
     scale = trainer.stepper.scaler.get_scale() if precision == "fp16" else None
     for batch in batches[:2]:
