@@ -19,6 +19,15 @@ def test_every_console_script_is_a_module_of_cli_named_for_it():
         assert target == f"transformer.cli.{command.removeprefix('transformer-')}:main"
 
 
+def test_console_scripts_leave_torch_datasets_and_matplotlib_to_main():
+    """Importing every console script's module (what `--help` and a mistaken setting need) imports none of them."""
+    modules = [target.split(":")[0] for target in SCRIPTS.values()]
+    code = f"import sys, {', '.join(modules)}; print(sorted({{'torch', 'datasets', 'matplotlib'}} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "[]"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(SCRIPTS))
 def test_help_by_name_and_as_a_module(command):

@@ -182,7 +182,7 @@ def reference_run(starts, argv: list[str]) -> Outcome:
 @pytest.mark.slow
 def test_training_killed_at_random_moments_resumes_to_the_uninterrupted_weights(tmp_path):
     args = [*data_args(tmp_path), *TRAIN]
-    with warm_starts(["transformer.cli.train"], tmp_path, tmp_path / "logs") as starts:
+    with warm_starts(["transformer.cli.train", "transformer.training"], tmp_path, tmp_path / "logs") as starts:
         straight = reference_run(starts, ["transformer-train", *args, f"hydra.run.dir={tmp_path / 'reference'}"])
         target = Training(args, tmp_path / "run", tensors(tmp_path / "reference"))
         kill_chain(target, starts, straight.seconds, tmp_path, [tmp_path / "run", tmp_path / "logs"])
@@ -191,7 +191,7 @@ def test_training_killed_at_random_moments_resumes_to_the_uninterrupted_weights(
 @pytest.mark.slow
 def test_prepare_killed_at_random_moments_leaves_a_complete_cache_or_none(tmp_path):
     args = data_args(tmp_path)
-    with warm_starts(["transformer.cli.prepare"], tmp_path, tmp_path / "logs") as starts:
+    with warm_starts(["transformer.cli.prepare", "transformer.data"], tmp_path, tmp_path / "logs") as starts:
         first = reference_run(starts, ["transformer-prepare", *args])
         (folder,), _ = split_names(tmp_path / "prepared")
         target = Preparing(args, tmp_path / "prepared", contents(folder))
@@ -204,7 +204,7 @@ def test_prepare_killed_at_random_moments_leaves_a_complete_cache_or_none(tmp_pa
     ("command", "modules", "output"),
     [
         ("transformer-export", ["transformer.cli.export", "transformer.export.ctranslate2"], "ct2"),
-        ("transformer-average", ["transformer.cli.average"], "avg.safetensors"),
+        ("transformer-average", ["transformer.cli.average", "transformer.averaging"], "avg.safetensors"),
     ],
     ids=["export", "average"],
 )

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
 
-if TYPE_CHECKING:  # the translator's imports stay out of the data path, which reads manifests only
+if TYPE_CHECKING:  # the translator's imports (torch) stay out of the data path, which reads manifests only
     from transformer.translator import Translator
 
 log = logging.getLogger(__name__)
@@ -124,8 +123,7 @@ def _chunk_files(folder: Path, chunk: int, langs: tuple[str, str]) -> tuple[Path
 
 def _translate(translator: "Translator", sentences: list[str], seed: int, bar: tqdm) -> list[str]:
     """The best translation of each sentence ('' where none: too long for the model)."""
-    generator = torch.Generator(device=translator.device).manual_seed(seed)
-    results = translator.search(sentences, generator=generator, bar=bar)
+    results = translator.search(sentences, generator=translator.generator(seed), bar=bar)
     found = [hyps[0] for _, hyps in results if hyps]
     texts = iter(translator.detokenize(found))
     return [next(texts) if hyps else "" for _, hyps in results]

@@ -139,9 +139,9 @@ class Translator(TextTranslator):
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def generator(self) -> torch.Generator:
-        """A fresh sampling generator on the model's device, seeded with `cfg.seed`."""
-        return torch.Generator(device=self.device).manual_seed(self.cfg.seed)
+    def generator(self, seed: int | None = None) -> torch.Generator:
+        """A fresh sampling generator on the model's device, seeded with `seed` (default: `cfg.seed`)."""
+        return torch.Generator(device=self.device).manual_seed(self.cfg.seed if seed is None else seed)
 
     def _batches(self, ids: list[list[int]]) -> Iterator[list[int]]:
         """Indices of sentences in batches of similar length."""

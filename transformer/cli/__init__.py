@@ -1,4 +1,8 @@
-"""What the console scripts share: the config location, override checking and one-line user errors."""
+"""What the console scripts share: the config location, override checking and one-line user errors.
+
+The console scripts import torch, datasets and what needs them inside `main`, after the settings were checked, so
+that `--help` and a mistaken setting answer without them (seconds sooner; tests/test_entry_points.py keeps it so).
+"""
 
 import contextlib
 import dataclasses

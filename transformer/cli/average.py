@@ -4,7 +4,6 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer.averaging import average, candidates, select
 from transformer.cli import hydra_app, user_errors
 from transformer.config import AverageConfig
 from transformer.errors import UserError
@@ -23,6 +22,8 @@ def output_path(cfg: DictConfig) -> Path:
 
 @hydra_app("average", AverageConfig)
 def main(cfg: DictConfig) -> None:
+    from transformer.averaging import average, candidates, select  # torch: see transformer.cli
+
     with user_errors():
         files = select(candidates(list(cfg.checkpoints)), cfg.last, cfg.best)
         output = output_path(cfg)

@@ -13,11 +13,8 @@ from transformer import backtranslation
 from transformer.cli import hydra_app, user_errors
 from transformer.config import BacktranslateConfig
 from transformer.corpus import evaluation_splits, fetch, read_lines, read_parallel
-from transformer.ensemble import checkpoint_paths, load_models
 from transformer.errors import UserError
 from transformer.locks import lock_run_dir
-from transformer.runtime import pick_device
-from transformer.translator import Translator
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +32,13 @@ def source_sentences(data: DictConfig, splits: list[str]) -> set[str]:
     return {src for files in fetch(data, splits).values() for src, _ in read_parallel(files)}
 
 
-def job_record(cfg: DictConfig, ckpt, inputs: list[Path]) -> dict:
+def job_record(cfg: DictConfig, ckpt, models: list[str], inputs: list[Path]) -> dict:
     """What the output folder holds: the corpus's direction, the model(s), the decoding, the inputs."""
     data = ckpt.config.data
     return {
         "src_lang": data.tgt_lang,
         "tgt_lang": data.src_lang,
-        "model": [str(Path(p).resolve()) for p in checkpoint_paths(cfg.checkpoint)],
+        "model": [str(Path(p).resolve()) for p in models],
         "model_step": ckpt.meta.get("step"),
         "decoding": OmegaConf.to_container(cfg.decoding),
         "inputs": [str(p.resolve()) for p in inputs],
@@ -52,6 +49,10 @@ def job_record(cfg: DictConfig, ckpt, inputs: list[Path]) -> dict:
 
 @hydra_app("backtranslate", BacktranslateConfig)
 def main(cfg: DictConfig) -> None:
+    from transformer.ensemble import checkpoint_paths, load_models  # torch: see transformer.cli
+    from transformer.runtime import pick_device
+    from transformer.translator import Translator
+
     with user_errors():
         if cfg.chunk_lines < 1:
             raise UserError(f"chunk_lines={cfg.chunk_lines}: give at least 1")
@@ -61,7 +62,7 @@ def main(cfg: DictConfig) -> None:
         lock_run_dir(output, job="back-translation", elsewhere="output=DIR")
         ckpt, model = load_models(cfg.checkpoint, pick_device(cfg.device))
         ckpt.tokenizer.tag_prefix(cfg.decoding.tag)  # refuses a tag the model lacks
-        job = job_record(cfg, ckpt, inputs)
+        job = job_record(cfg, ckpt, checkpoint_paths(cfg.checkpoint), inputs)
         if backtranslation.start(output, job):
             log.info("%s already holds this back-translation, complete", output)
             return

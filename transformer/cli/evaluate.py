@@ -10,8 +10,6 @@ from omegaconf import DictConfig
 from transformer.cli import hydra_app, user_errors
 from transformer.config import DecodingConfig, EvaluateConfig
 from transformer.corpus import ParallelFiles, fetch, read_parallel
-from transformer.engines import load_engine
-from transformer.ensemble import checkpoint_paths
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
 
@@ -47,6 +45,9 @@ def test_files(cfg: DictConfig, data_cfg: DictConfig) -> ParallelFiles:
 
 @hydra_app("evaluate", EvaluateConfig)
 def main(cfg: DictConfig) -> None:
+    from transformer.engines import load_engine  # torch: see transformer.cli
+    from transformer.ensemble import checkpoint_paths
+
     with user_errors():
         if cfg.output and Path(cfg.output).is_dir():
             raise UserError(f"output={cfg.output} is a folder; give the hypotheses file's name (or leave output out)")

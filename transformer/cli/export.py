@@ -4,19 +4,24 @@ Everything is written to a hidden folder beside `output` and renamed at the
 end, so a refusal or a crash leaves nothing behind (and what a kill left, the next export removes).
 """
 
+from __future__ import annotations
+
 import functools
 import logging
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
-from transformer.checkpoint import Checkpoint, load_checkpoint
 from transformer.cli import hydra_app, user_errors
 from transformer.config import ExportConfig, ExportFormat, Quantization, choices
 from transformer.errors import UserError
 from transformer.files import folder_beside
+
+if TYPE_CHECKING:
+    from transformer.checkpoint import Checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +87,8 @@ def export(ckpt: Checkpoint, fmt: str, output: Path, quantization: str = "none",
 
 @hydra_app("export", ExportConfig)
 def main(cfg: DictConfig) -> None:
+    from transformer.checkpoint import load_checkpoint  # torch: see transformer.cli
+
     with user_errors():
         output = check_export(cfg)
         ckpt = load_checkpoint(cfg.checkpoint, "cpu")

@@ -4,11 +4,12 @@ from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import PrepareConfig
-from transformer.data import prepare
 
 
 @hydra_app("prepare", PrepareConfig)
 def main(cfg: DictConfig) -> None:
+    from transformer.data import prepare  # datasets: see transformer.cli
+
     with user_errors():
         prepared = prepare(cfg.data)
         print(prepared.dir)

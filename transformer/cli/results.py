@@ -6,15 +6,16 @@ from omegaconf import DictConfig
 
 from transformer.cli import CONFIG_PATH, hydra_app, user_errors
 from transformer.config import ResultsConfig
-from transformer.ensemble import checkpoint_paths, load_members
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
-from transformer.results import Report, decoding, test_sets, val_sets
-from transformer.runtime import pick_device
 
 
 @hydra_app("results", ResultsConfig)
 def main(cfg: DictConfig) -> None:
+    from transformer.ensemble import checkpoint_paths, load_members  # torch: see transformer.cli
+    from transformer.results import Report, decoding, test_sets, val_sets
+    from transformer.runtime import pick_device
+
     with user_errors():
         if not cfg.checkpoints or not cfg.decodings or cfg.samples < 0:
             raise UserError("give checkpoints=[RUN_DIR|FILE,...] and decodings=[PRESET,...] (one at least), samples>=0")

@@ -6,14 +6,11 @@ import os
 import signal
 import threading
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import ServeConfig
-from transformer.ensemble import load_models
 from transformer.errors import UserError
-from transformer.runtime import pick_device
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +22,11 @@ ONEDNN_KERNELS_KEPT = "8"
 
 @hydra_app("serve", ServeConfig)
 def main(cfg: DictConfig) -> None:
+    import torch  # torch and what needs it: see transformer.cli
+
+    from transformer.ensemble import load_models
+    from transformer.runtime import pick_device
+
     with user_errors():
         try:
             import uvicorn

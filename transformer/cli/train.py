@@ -10,8 +10,6 @@ from transformer.cli import hydra_app, user_errors
 from transformer.config import TrainConfig
 from transformer.corpus import evaluation_splits
 from transformer.locks import lock_run_dir
-from transformer.training import Trainer
-from transformer.training.start import check_init_from, launched_before
 
 log = logging.getLogger(__name__)
 
@@ -21,14 +19,19 @@ def before_training(cfg: DictConfig, overrides: list[str]) -> None:
     before: then it resumes), then lock a run folder named on the command line, both before Hydra writes its config
     and log into it."""
     given = [Path(o.split("=", 1)[1]) for o in overrides if o.startswith("hydra.run.dir=")]
-    if cfg.trainer.init_from and not (given and launched_before(given[-1])):
-        check_init_from(cfg)
+    if cfg.trainer.init_from:
+        from transformer.training.start import check_init_from, launched_before  # torch: see transformer.cli
+
+        if not (given and launched_before(given[-1])):
+            check_init_from(cfg)
     for run_dir in given:
         lock_run_dir(run_dir)
 
 
 @hydra_app("train", TrainConfig, before=before_training)
 def main(cfg: DictConfig) -> None:
+    from transformer.training import Trainer  # torch and datasets: see transformer.cli
+
     with user_errors():
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         lock_run_dir(run_dir)

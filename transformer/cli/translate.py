@@ -10,21 +10,24 @@ split_sentences=true each line is split into sentences (a paragraph per line), w
 are translated and joined back on one line.
 """
 
+from __future__ import annotations
+
 import logging
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TranslateConfig
 from transformer.corpus import decode_line, raw_lines
-from transformer.engines import load_engine
-from transformer.ensemble import checkpoint_paths
 from transformer.errors import UserError
 from transformer.splitting import split_line
-from transformer.translator import Translator
+
+if TYPE_CHECKING:
+    from transformer.translator import Translator
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,9 @@ def translate_lines(cfg: DictConfig, translator: Translator, lines: list[str]) -
 
 @hydra_app("translate", TranslateConfig)
 def main(cfg: DictConfig) -> None:
+    from transformer.engines import load_engine  # torch: see transformer.cli
+    from transformer.ensemble import checkpoint_paths
+
     with user_errors():
         if cfg.plot_attention and Path(cfg.plot_attention).is_file():
             raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
