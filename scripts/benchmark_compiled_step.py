@@ -22,9 +22,8 @@ from collections.abc import Callable
 
 import torch
 from benchmark_decoding import cpu_description, measure
-from decoding_engines import BEAM, ours
+from decoding_engines import ours, search_call
 
-from transformer.decoding import beam_search, greedy_decode
 from transformer.fast_inference import graphs, inference_copy
 from transformer.tokenizer import BOS_ID
 
@@ -51,10 +50,7 @@ def compiling(options: dict) -> Callable:
 
 def searches(model, batches: list[torch.Tensor], args: argparse.Namespace, static: dict | None) -> Callable:
     """Decode every batch of `batches`; with `static` (Inductor options), through the compiled static search."""
-    options = dict(bos_id=BOS_ID, eos_id=-1, max_len=args.out_len)
-    decode = functools.partial(greedy_decode, **options)
-    if args.strategy == "beam":
-        decode = functools.partial(beam_search, beam_size=BEAM, **options)
+    decode = search_call(args.strategy, bos_id=BOS_ID, eos_id=-1, max_len=args.out_len)
     recorded = None if static is None else compiling(static)
 
     def run() -> list[torch.Tensor]:

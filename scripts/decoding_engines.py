@@ -119,6 +119,14 @@ def _search_model(setup: Setup, size: str, precision: str):
     return inference_copy(model, precision)
 
 
+def search_call(strategy: str, **options) -> Callable[..., object]:
+    """Our search of `strategy` (greedy, or beam with `BEAM` hypotheses) as a function of (model, src), `options`
+    (`greedy_decode`'s keywords) bound."""
+    if strategy == "beam":
+        return functools.partial(beam_search, beam_size=BEAM, **options)
+    return functools.partial(greedy_decode, **options)
+
+
 def _ours(case: Case, setup: Setup) -> Callable[[], object]:
     model = _search_model(setup, case.size, case.precision)
     options = dict(
@@ -128,9 +136,7 @@ def _ours(case: Case, setup: Setup) -> Callable[[], object]:
         use_cache=case.variant != "no cache",
         cuda_graphs=case.variant != "eager",
     )
-    decode = functools.partial(greedy_decode, **options)
-    if case.strategy == "beam":
-        decode = functools.partial(beam_search, beam_size=BEAM, **options)
+    decode = search_call(case.strategy, **options)
     batches = [torch.tensor(rows, device=setup.device) for rows in setup.batches(case.batch)]
 
     def run():
