@@ -51,19 +51,23 @@ def compiling(options: dict) -> Callable:
 def searches(model, batches: list[torch.Tensor], args: argparse.Namespace, static: dict | None) -> Callable:
     """Decode every batch of `batches`; with `static` (Inductor options), through the compiled static search."""
     decode = search_call(args.strategy, bos_id=BOS_ID, eos_id=-1, max_len=args.out_len)
-    recorded = None if static is None else compiling(static)
 
-    def run() -> list[torch.Tensor]:
-        if recorded is None:
-            return [decode(model, src) for src in batches]
+    def run() -> list:
+        return [decode(model, src) for src in batches]
+
+    if static is None:
+        return run
+    recorded = compiling(static)
+
+    def compiled_run() -> list:
         saved = graphs.STATIC_DEVICES, graphs.recorded
         graphs.STATIC_DEVICES, graphs.recorded = {"cpu"}, recorded
         try:
-            return [decode(model, src) for src in batches]
+            return run()
         finally:
             graphs.STATIC_DEVICES, graphs.recorded = saved
 
-    return run
+    return compiled_run
 
 
 def ids(outputs: list) -> list:
