@@ -102,6 +102,9 @@ class ExtraCorpus:
     dir: str | None = None  # or a folder holding train.{lang} or train.{lang}.gz for data.src_lang and data.tgt_lang
     weight: float = 1.0  # as data.weight
     tag: str = ""  # as data.tag
+    # Noised back-translation (Edunov et al. 2018; transformer/noise.py): each source word dropped with this
+    # probability and the rest shuffled within 3 places, drawn once when the data is prepared. 0 = off.
+    noise: float = 0.0
 
 
 @dataclass

@@ -36,6 +36,7 @@ from transformer.errors import UserError
 from transformer.files import atomic_rename_dir, atomic_write_text, disk_errors
 from transformer.locks import exclusive
 from transformer.mixture import Corpus
+from transformer.noise import noised_batch
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 
 log = logging.getLogger(__name__)
@@ -236,6 +237,7 @@ def _build(
         _log_vocabulary(cfg, tokenizer)
     tokenizer.save(tmp)
     tokenize = functools.partial(_tokenized, tokenizer=tokenizer, num_proc=cfg.num_proc)
+    parts = [_noised(ds, c) for c, ds in zip(corpora, parts)]
     cleaned = zip(corpora, parts, flags, reports)
     train = datasets.concatenate_datasets(
         [_clean_tokens(cfg, tokenize(ds, c.name, c.tag), c.tag, f, r) for c, ds, f, r in cleaned]
@@ -259,6 +261,14 @@ def _report(corpus: TrainingCorpus, ds: datasets.Dataset) -> CleaningReport:
     """A corpus's report so far: the pairs its files hold, those with an empty side (the reading skipped them)."""
     read = count_lines(corpus.files.src)
     return CleaningReport(read, {"empty": read - len(ds)})
+
+
+def _noised(ds: datasets.Dataset, corpus: TrainingCorpus) -> datasets.Dataset:
+    """`ds` with word noise on its sources (after cleaning and SentencePiece saw the clean text), if it asks for it."""
+    if not corpus.noise:
+        return ds
+    kwargs = {"drop": corpus.noise}
+    return ds.map(noised_batch, batched=True, with_indices=True, fn_kwargs=kwargs, desc=f"noising {corpus.name}")
 
 
 def _tokenized(ds: datasets.Dataset, name: str, tag: str = "", *, tokenizer: Tokenizer, num_proc: int):
