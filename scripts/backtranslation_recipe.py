@@ -149,7 +149,8 @@ def extra_corpus(args: argparse.Namespace) -> list[str]:
     else:  # the folder is a fr->en corpus (the model's French, the original English); st trains en->fr on it
         files = [f"{key}.src={synthetic / 'train.en'}", f"{key}.tgt={synthetic / 'train.fr'}"]
     tag = [f"{key}.tag={args.tag}"] if args.tag else []
-    return [*files, *tag, f"{key}.weight={args.weight:g}"]
+    noise = [f"{key}.noise={args.noise:g}"] if args.noise else []
+    return [*files, *tag, *noise, f"{key}.weight={args.weight:g}"]
 
 
 def numbered(name: str, n: int) -> list[str]:
@@ -383,6 +384,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--tag", default="", help="a tag for the synthetic corpus, e.g. bt (default: none, chosen on val)")
     p.add_argument("--weight", type=float, default=0.25, help="the synthetic corpus's data.extra_train weight")
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=0.0,
+        help="noised BT: drop each synthetic source word with this probability and shuffle the rest locally "
+        "(data.extra_train.NAME.noise; default 0: none)",
+    )
     p.add_argument(
         "--average",
         type=int,

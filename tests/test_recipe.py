@@ -173,12 +173,13 @@ def test_dry_run_prints_each_stage_command_and_runs_nothing(tmp_path):
 
 
 def test_the_final_stage_has_its_own_experiment_and_the_fine_tuning_make_trains(tmp_path):
-    options = ["--finals", "1", "--finetune-minutes", "10"]
+    options = ["--finals", "1", "--finetune-minutes", "10", "--noise", "0.1"]
     result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", *options, "trainer.seed=7")
     assert result.returncode == 0, result.stderr
     commands = {line.split(":")[0].split()[1]: line for line in result.stdout.splitlines()}
     assert "+experiment=multi30k_cpu_enfr " in commands["reverse"]
     assert "+experiment=multi30k_cpu_fren_bt trainer.max_minutes=60 " in commands["final"]
+    assert " +data.extra_train.bt.noise=0.1 " in commands["final"] and "noise" not in commands["finetune"]
     assert "+experiment=multi30k_cpu_fren trainer.max_minutes=10 " in commands["finetune"]
     assert all(commands[name].endswith(" trainer.seed=7") for name in ("reverse", "final", "finetune"))
 
