@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.test_config import make
 from tests.test_mixture import tagged_setup
+from transformer.config_checks import check_config
 from transformer.data import prepare
 from transformer.errors import UserError
 from transformer.noise import MAX_SHIFT, noised_words
@@ -55,8 +57,7 @@ def test_prepare_noises_only_the_noised_corpus_s_sources_and_the_same_way_twice(
     assert prepare(noisy_cfg).split("train")["src"] == after["src"]
 
 
-def test_a_noise_outside_zero_to_one_is_refused(corpus, tmp_path):
-    cfg, _ = tagged_setup(corpus, tmp_path, tag="")
-    cfg.extra_train["synthetic"]["noise"] = 1.0
-    with pytest.raises(UserError, match=r"noise=1.0: give a probability in \[0, 1\)"):
-        prepare(cfg)
+def test_a_noise_outside_zero_to_one_is_refused():
+    cfg = make("train", ["+data.extra_train.bt.dir=bt", "+data.extra_train.bt.noise=1"])
+    with pytest.raises(UserError, match=r"data.extra_train.bt.noise=1 must be in \[0.0, 1.0\)"):
+        check_config(cfg)

@@ -104,7 +104,7 @@ class ExtraCorpus:
     tag: str = ""  # as data.tag
     # Noised back-translation (Edunov et al. 2018; transformer/noise.py): each source word dropped with this
     # probability and the rest shuffled within 3 places, drawn once when the data is prepared. 0 = off.
-    noise: float = 0.0
+    noise: float = bounded(0.0, ge=0.0, lt=1.0)
 
 
 @dataclass

@@ -6,6 +6,7 @@ cannot serve its use. `check_config` collects every problem and raises one `User
 """
 
 import re
+from dataclasses import asdict
 
 from transformer.config import (
     ATTENTION_USES,
@@ -13,6 +14,7 @@ from transformer.config import (
     TAG_PATTERN,
     DataConfig,
     DecodingConfig,
+    ExtraCorpus,
     ModelConfig,
     OptimConfig,
     ResultsConfig,
@@ -135,6 +137,7 @@ def _check_data(problems: list[str], d) -> None:
             problems.append(str(err))
             continue
         _check_corpus(problems, f"data.extra_train.{name}", extra.weight, extra.tag)
+        _bounded(problems, f"data.extra_train.{name}.", asdict(extra), ExtraCorpus)
     if not (d.clean.max_ratio == 0 or d.clean.max_ratio >= 1):
         problems.append(f"data.clean.max_ratio={d.clean.max_ratio} must be 0 (off) or at least 1")
     _at_least(problems, "data.max_len", d.max_len, 1)

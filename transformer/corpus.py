@@ -81,10 +81,7 @@ def training_corpora(cfg: DataConfig) -> list[TrainingCorpus]:
     corpora = [TrainingCorpus(cfg.name, split_files(cfg, cfg.train_split), cfg.weight, cfg.tag)]
     for name, entry in cfg.extra_train.items():
         extra = extra_corpus(name, entry)
-        if not 0.0 <= extra.noise < 1.0:
-            raise UserError(f"data.extra_train.{name}.noise={extra.noise}: give a probability in [0, 1)")
-        files = _extra_files(cfg, name, extra)
-        corpora.append(TrainingCorpus(name, files, extra.weight, extra.tag, extra.noise))
+        corpora.append(TrainingCorpus(name, _extra_files(cfg, name, extra), extra.weight, extra.tag, extra.noise))
     return corpora
 
 
