@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from benchmark_decoding import cpu_description, measure
+from benchmark_decoding import add_workload_arguments, cpu_description, measure
 from decoding_engines import ours, search_call
 
 from transformer.fast_inference import graphs, inference_copy
@@ -80,11 +80,7 @@ def main() -> None:
     parser.add_argument("--size", default="small", choices=["small", "base"])
     parser.add_argument("--strategy", default="greedy", choices=["greedy", "beam"])
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 32])
-    parser.add_argument("--src-len", type=int, default=32)
-    parser.add_argument("--out-len", type=int, default=48)
-    parser.add_argument("--vocab", type=int, default=8000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--latency-sentences", type=int, default=8, help="sentences of a batch-1 call")
+    add_workload_arguments(parser)
     parser.add_argument("--threads", type=int, default=0, help="torch's threads; 0 = its default")
     args = parser.parse_args()
     if args.threads:

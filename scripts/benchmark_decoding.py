@@ -215,16 +215,21 @@ def report(seconds: dict[Case, float], setup: Setup, args: argparse.Namespace) -
     return {"cpu": name, "records": records, "default_precision": default}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", nargs="+", choices=SIZES, default=list(SIZES))
-    parser.add_argument("--batch", nargs="+", type=int, default=[32, 1], help="sentences per call; 1: latency")
-    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS), help="ours")
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the workload both decoding benchmarks time: lengths, vocabulary, rounds, batch-1 sentences."""
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--out-len", type=int, default=48)
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency-sentences", type=int, default=8, help="sentences of a batch-1 call")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", nargs="+", choices=SIZES, default=list(SIZES))
+    parser.add_argument("--batch", nargs="+", type=int, default=[32, 1], help="sentences per call; 1: latency")
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS), help="ours")
+    add_workload_arguments(parser)
     parser.add_argument("--threads", type=int, default=0, help="threads of every engine; 0 = torch's default")
     parser.add_argument("--uncached", action="store_true", help="also time our fp32 search without the KV cache")
     parser.add_argument("--unpacked", action="store_true", help="also time our fp32 search with oneDNN off (F.linear)")
