@@ -9,6 +9,15 @@ there ("did not fit": `ms` null) without touching the others.
 
     python scripts/benchmark_attention.py --quick            # a subset, under two minutes
     python scripts/benchmark_attention.py --json --plot docs/attention_speed.png
+    python scripts/benchmark_attention.py --queries           # dot's two CPU kernels at decoding's shapes
+    python scripts/benchmark_attention.py --queries --threads 2   # ... after torch.set_num_threads(2)
+
+`--queries` instead times `dot` attention at the shapes of a decoding step (`base`: 8 heads of 64; 32 keys; B
+sentences, Q queries each: Q = 1 a greedy step, Q = 5 a beam's hypotheses folded into cross-attention's query
+axis, Q = 32 the encoder) through SDPA's fused kernel and through two batched products (`attention_reference`),
+the choice an inference copy makes (`transformer/fast_inference/packed.py`). `--threads N` calls
+`torch.set_num_threads(N)` first, as the trainer, the server and the benchmarks do: in torch 2.13 on CPU, SDPA's
+kernel for several queries is then up to 2.5× slower at the same thread count (docs/speed.md).
 """
 
 import argparse
@@ -24,6 +33,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer.attention import VARIANTS, build_attention, usable
+from transformer.attention.masks import attention_reference
 from transformer.cache import DecoderCache
 from transformer.config import AttentionConfig
 
@@ -74,6 +84,33 @@ def decode_step(name: str, length: int, reps: int) -> tuple[float, float]:
             times.append(time.perf_counter() - start)
     cache_mib = cache.buffer.numel() * cache.buffer.element_size() / 2**20
     return 1000 * statistics.median(times), cache_mib
+
+
+@torch.inference_mode()
+def query_kernels(rounds: int = 7, calls: int = 100) -> None:
+    """Print µs per call (median of `rounds`) of SDPA and of two batched products, by sentences and queries."""
+    heads, head_dim, keys = 8, 64, 32
+    print(f"{'sentences':>9} {'queries':>7} {'SDPA µs':>9} {'products µs':>11} {'SDPA / products':>15}")
+    for sentences in (1, 8, 32):
+        for queries in (1, 2, 5, 32):
+            q = torch.randn(sentences, heads, queries, head_dim)
+            k, v = torch.randn(2, sentences, heads, keys, head_dim)
+            mask = torch.ones(sentences, 1, 1, keys, dtype=torch.bool)
+            mask[:, ..., keys - 3 :] = False  # a padded source
+            kernels = (torch.nn.functional.scaled_dot_product_attention, attention_reference)
+            sdpa, products = (_median_us(kernel, (q, k, v, mask), rounds, calls) for kernel in kernels)
+            print(f"{sentences:9} {queries:7} {sdpa:9.0f} {products:11.0f} {sdpa / products:14.2f}×", flush=True)
+
+
+def _median_us(kernel, args: tuple, rounds: int, calls: int) -> float:
+    kernel(*args)  # warm-up
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            kernel(*args)
+        times.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(times)
 
 
 def _rss_mib() -> float:
@@ -138,7 +175,14 @@ def main() -> None:
     parser.add_argument("--plot", help="write the log–log PNG here")
     parser.add_argument("--mem-gib", type=float, default=12.0, help="memory a measurement may take")
     parser.add_argument("--max-ms", type=float, default=60_000, help="skip longer T once a step takes this long")
+    parser.add_argument("--queries", action="store_true", help="dot's two CPU kernels at decoding's shapes instead")
+    parser.add_argument("--threads", type=int, default=0, help="with --queries: torch threads; 0 = torch's default")
     args = parser.parse_args()
+    if args.queries:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        query_kernels()
+        return
     train_lengths = [128, 512, 2048] if args.quick else [128, 512, 2048, 8192, 16384]
     decode_lengths = [256, 1024] if args.quick else [256, 512, 1024, 2048, 4096]
     reps = 2 if args.quick else 3

@@ -48,6 +48,22 @@ def test_fused_projections_equal_the_separate_ones():
 
 
 @needs_onednn
+@pytest.mark.parametrize("queries", [1, 4])
+def test_grouped_cross_attention_equals_the_models(queries):
+    torch.manual_seed(0)
+    model = tiny_model()
+    attn, fast = model.decoder[0].cross_attn, inference_copy(model).decoder[0].cross_attn
+    memory, h = torch.randn(3, 7, 32), torch.randn(3 * 5, queries, 32)  # 5 hypotheses per sentence
+    mask = torch.ones(3, 1, 1, 7, dtype=torch.bool)
+    mask[1, ..., 4:] = False  # a padded source
+    with torch.inference_mode():
+        k, v = fast.project_kv(memory)
+        assert k.is_contiguous() and v.is_contiguous()  # made once per source: no step copies them
+        expected = attn(attn.project_q(h), *attn.project_kv(memory), mask=mask)
+        torch.testing.assert_close(fast(fast.project_q(h), k, v, mask=mask), expected, atol=1e-5, rtol=1e-5)
+
+
+@needs_onednn
 def test_the_copy_shares_weights_and_leaves_the_model_plain():
     model = tiny_model()
     before = {name: type(m) for name, m in model.named_modules()}
