@@ -2,7 +2,8 @@
 int8 products, with nothing a search does not need.
 
 `inference_copy(model, precision)` shares the model's parameters but swaps every `nn.Linear` for the kernel of
-`precision` (`packed.PackedLinear`, `int8.Int8Linear`), fuses q/k/v of `dot` attention into one product and the
+`precision` (`packed.PackedLinear`, `int8.Int8Linear`), fuses q/k/v of `dot` attention into one product (and runs
+its attention with several queries a sentence, a beam's cross-attention, as two batched products) and the
 feed-forward's ReLU into its first product, and swaps the dropouts (no-ops in eval mode) for identities. Each
 weight is packed or quantized at its first use in that copy. Layer norm, softmax and the log-softmax stay fp32 in
 every precision. fp32 gives the model's own results; bf16 and int8 run where the CPU has their kernels and fall back
