@@ -116,8 +116,9 @@ class PackedAttention(DotAttention):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         """Several queries per sentence and head without a causal mask (a beam's hypotheses folded into
-        cross-attention's query axis, the encoder) as two batched products: on CPU, 1.1-2.9× faster there than
-        SDPA's fused kernel, which wins at one query (`scripts/benchmark_attention.py --queries`)."""
+        cross-attention's query axis, the encoder) as two batched products: at batch 32 on CPU 1.1-1.2× SDPA's
+        fused kernel, 2-3.6× once `torch.set_num_threads` has run (`scripts/benchmark_attention.py --queries`,
+        docs/speed.md); SDPA for one query, where it is the faster."""
         if is_causal or q.size(2) == 1:
             return super().attend(q, k, v, mask, is_causal)
         return attention_reference(q, k, v, mask)
