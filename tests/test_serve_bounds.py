@@ -4,6 +4,7 @@ requests; no route touches a path a client names; loopback by default."""
 import asyncio
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -84,22 +85,28 @@ def test_a_whole_number_written_as_a_float_is_an_integer(server):
     assert answer.json()["translations"][0]["text"] == offline(service, ["un chat"], beam_size=2)[0]
 
 
-@pytest.mark.serial  # how many get in depends on the worker taking the first job before the rest arrive
+@pytest.mark.serial  # timed: the waiting jobs must still wait when the last request arrives
 def test_requests_past_the_waiting_bound_get_a_503_with_retry_after(checkpoint, monkeypatch):
-    decode = service_module.decode_batch
+    decode, decoding = service_module.decode_batch, threading.Event()
 
     def slow(translator, sentences, cfg, seed):
+        decoding.set()
         time.sleep(0.5)
         return decode(translator, sentences, cfg, seed)
 
     monkeypatch.setattr(service_module, "decode_batch", slow)
 
     async def flood(url: str) -> list[httpx.Response]:
+        """One request, then (once the worker decodes it) seven more, each with a beam of its own: no batching."""
         async with httpx.AsyncClient(timeout=60) as client:
             bodies = [{"text": f"un chat {i}", "beam_size": 1 + i} for i in range(8)]
-            return await asyncio.gather(*(client.post(f"{url}/translate", json=body) for body in bodies))
+            first = asyncio.create_task(client.post(f"{url}/translate", json=bodies[0]))
+            assert await asyncio.to_thread(decoding.wait, 30)
+            rest = await asyncio.gather(*(client.post(f"{url}/translate", json=body) for body in bodies[1:]))
+            return [await first, *rest]
 
     with running_server(checkpoint, max_waiting=2, max_wait_ms=0.0) as (url, service):
+        decoding.clear()  # whatever ran while the server started
         responses = asyncio.run(flood(url))
         busy = [r for r in responses if r.status_code == 503]
         assert busy and all(r.headers["retry-after"] == "1" and "busy" in r.json()["error"] for r in busy)
