@@ -27,6 +27,7 @@ from transformer.results import label
 from transformer.translator import Translator
 
 needs_x86 = pytest.mark.skipif(not kernels.onednn(), reason="inference copies are made on x86-64 with oneDNN only")
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 PRECISIONS = ("fp32", "bf16", "int8")
 MIN_SAME_GREEDY = 0.9  # share of greedy outputs of bf16 / int8 identical to fp32's, on the trained tiny model
 MAX_TOKEN_SHIFT = 0.05  # mean |Δ log-probability| of the reference tokens (nats), teacher-forced
@@ -252,7 +253,7 @@ def test_a_precision_names_its_own_hypothesis_file_and_results_row():
 
 def run_script(name: str, *args: str, cwd: str) -> dict:
     """The JSON last line of `scripts/NAME` run with `args` (and --json)."""
-    script = Path(__file__).resolve().parent.parent / "scripts" / name
+    script = SCRIPTS / name
     result = subprocess.run(
         [sys.executable, str(script), *args, "--json"], capture_output=True, text=True, timeout=600, cwd=cwd
     )
@@ -280,3 +281,19 @@ def test_precision_layers_scores_int8_in_each_layer_kind(cli_setup):
     assert [r["int8"] for r in rows] == ["fp32", "output", "feed-forward", "attention", "encoder", "all"]
     assert rows[0]["token_shift"] == 0 and rows[0]["greedy_same"] == 1
     assert all(0 <= r["greedy_same"] <= 1 and r["token_shift"] <= r["token_shift_max"] for r in rows)
+
+
+@needs_x86
+def test_the_other_int8_products_of_the_benchmark_agree_with_ours_and_fp32():
+    spec = importlib.util.spec_from_file_location("benchmark_int8_products", SCRIPTS / "benchmark_int8_products.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    linear, x = torch.nn.Linear(64, 48), torch.randn(6, 64)
+    with torch.inference_mode():
+        exact, ours = linear(x), Int8Linear.of(linear)(x)
+        for other in (module.IntMM(linear), module.QLinear(linear, rows=6)):
+            y = other(x)
+            assert y.shape == exact.shape
+            assert float((y - exact).norm() / exact.norm()) < 0.02
+            assert float((y - ours).norm() / exact.norm()) < 0.02
