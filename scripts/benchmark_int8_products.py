@@ -20,7 +20,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from transformer.fast_inference.int8 import LEVELS, TINY, Int8Linear
+from transformer.fast_inference.int8 import LEVELS, TINY, Int8Linear, quantized_weight
 from transformer.fast_inference.kernels import cpu_isa, int8_available
 from transformer.marian_reference import SIZES, model_config
 
@@ -31,14 +31,19 @@ def _row_scaled(x: Tensor) -> tuple[Tensor, Tensor]:
     return torch.round(x / scale), scale
 
 
+def _int8_weight(linear: nn.Linear) -> tuple[Tensor, Tensor]:
+    """`linear`'s weight (N, K) quantized as ours is (`int8.quantized_weight`): int8 values and one scale a row (N,)."""
+    q = quantized_weight(linear.weight)
+    return q.int_repr(), q.q_per_channel_scales().float()
+
+
 class IntMM(nn.Module):
     """x·Wᵀ + b through `torch._int_mm` on a plain int8 weight."""
 
     def __init__(self, linear: nn.Linear):
         super().__init__()
-        w = linear.weight.detach()
-        self.w_scale = (w.abs().amax(dim=1) / LEVELS).clamp_min(TINY)  # (N,)
-        self.w_int8 = torch.round(w / self.w_scale[:, None]).to(torch.int8).t().contiguous()  # (K, N)
+        w_int8, self.w_scale = _int8_weight(linear)
+        self.w_int8 = w_int8.t().contiguous()  # (K, N)
         self.bias = linear.bias.detach()
 
     def forward(self, x: Tensor) -> Tensor:
@@ -52,11 +57,9 @@ class QLinear(nn.Module):
 
     def __init__(self, linear: nn.Linear, rows: int):
         super().__init__()
-        w = linear.weight.detach()
-        self.w_scale = (w.abs().amax(dim=1) / LEVELS).clamp_min(TINY)
-        w_int8 = torch.round(w / self.w_scale[:, None]).to(torch.int8)
-        self.packed = torch.ops.onednn.qlinear_prepack(w_int8, [rows, w.size(1)])
-        self.zeros = torch.zeros(w.size(0), dtype=torch.long)
+        w_int8, self.w_scale = _int8_weight(linear)
+        self.packed = torch.ops.onednn.qlinear_prepack(w_int8, [rows, w_int8.size(1)])
+        self.zeros = torch.zeros(w_int8.size(0), dtype=torch.long)
         self.bias = linear.bias.detach()
 
     def forward(self, x: Tensor) -> Tensor:

@@ -115,17 +115,18 @@ def main() -> None:
         lists = nbest(forward, reverse, [s for s, _ in pairs], args.beam)
         refs = [[t for _, t in pairs]]
         for setting, (pick, value) in settings.items():
-            hyps = [pick(cands, value) if cands else "" for cands in lists]
+            hyps = [pick(cands, value) for cands in lists]  # an untranslated sentence: one empty candidate
             bleu[setting][name] = sacrebleu.corpus_bleu(hyps, refs).score
     val = data.val_split
-    chosen = {
-        kind: max((s for s in bleu if s.startswith(kind)), key=lambda s: bleu[s].get(val, 0.0))
+    chosen = {  # each reranker's setting of the best val BLEU, where val was scored
+        kind: max((s for s in bleu if s.startswith(kind)), key=lambda s: bleu[s][val])
         for kind in ("channel", "MBR")
+        if val in names
     }
     print("| reranking | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
     for setting, row in bleu.items():
-        mark = " (chosen on val)" if setting in chosen.values() and val in names else ""
+        mark = " (chosen on val)" if setting in chosen.values() else ""
         print(f"| {setting}{mark} | " + " | ".join(f"{row[n]:.2f}" for n in names) + " |")
     if args.json:
         print(json.dumps({"beam": args.beam, "bleu": bleu, "chosen": chosen}))
