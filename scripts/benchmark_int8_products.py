@@ -1,12 +1,12 @@
-"""Our int8 product against two other int8 kernels PyTorch offers, on the decoder's shapes: µs a call and error.
+"""Our two int8 products and `torch._int_mm`, on the decoder's shapes: µs a call and error, by rows.
 
-Ours (`fast_inference.int8.Int8Linear`: `quantized::linear_dynamic` with each row scaled to [-1, 1] and two sentinel
-rows) against, with the same per-row activation scales and per-output-row weight scales:
-- `torch._int_mm`: s8 · s8 -> s32 on a plain (K, N) int8 weight, then both scales and the bias;
-- oneDNN's `onednn.qlinear_pointwise` on a weight packed once (`onednn.qlinear_prepack`), with u8 activations
-  (zero point 128), since it takes one activation scale per call, the rows are pre-scaled as ours are. Where it
-  has no kernel for this CPU it runs a reference path: slow, not wrong.
-Each call's error is |y - y_fp32| / |y_fp32| over the whole product. Medians of `--rounds` rounds of 50 calls.
+`fast_inference.int8.Int8Linear` runs `quantized::linear_dynamic` (each row scaled to [-1, 1], two sentinel rows)
+for batches below `kernels.QLINEAR_FROM` and oneDNN's `qlinear_pointwise` (u8 rows in steps of their own scale, a
+weight packed once) from there on, where the CPU has VNNI; here each is forced for every row count, beside
+`torch._int_mm` (s8 · s8 -> s32 on a plain (K, N) int8 weight, then both scales and the bias) with the same per-row
+activation scales and per-output-row weight scales. Each call's error is |y - y_fp32| / |y_fp32| over the whole
+product. Medians of `--rounds` rounds of 50 calls, each product alone (its weight stays in cache: a search, which
+runs every layer's product in turn, reads them from memory).
 
     python scripts/benchmark_int8_products.py                 # size base, rows 1 5 32 160
     python scripts/benchmark_int8_products.py --size small --rows 32 --threads 2
@@ -20,21 +20,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from transformer.fast_inference.int8 import LEVELS, TINY, Int8Linear, quantized_weight
-from transformer.fast_inference.kernels import cpu_isa, int8_available
+from transformer.fast_inference.int8 import Int8Linear, quantized_weight, row_steps
+from transformer.fast_inference.kernels import cpu_isa, int8_available, qlinear_available
 from transformer.marian_reference import SIZES, model_config
-
-
-def _row_scaled(x: Tensor) -> tuple[Tensor, Tensor]:
-    """`x` (N, K) in int8 steps of its own row's scale, and that scale (N, 1)."""
-    scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(TINY).div_(LEVELS)
-    return torch.round(x / scale), scale
-
-
-def _int8_weight(linear: nn.Linear) -> tuple[Tensor, Tensor]:
-    """`linear`'s weight (N, K) quantized as ours is (`int8.quantized_weight`): int8 values and one scale a row (N,)."""
-    q = quantized_weight(linear.weight)
-    return q.int_repr(), q.q_per_channel_scales().float()
 
 
 class IntMM(nn.Module):
@@ -42,32 +30,22 @@ class IntMM(nn.Module):
 
     def __init__(self, linear: nn.Linear):
         super().__init__()
-        w_int8, self.w_scale = _int8_weight(linear)
-        self.w_int8 = w_int8.t().contiguous()  # (K, N)
+        weight = quantized_weight(linear.weight)  # as ours: int8 values, one scale a row
+        self.w_int8 = weight.int_repr().t().contiguous()  # (K, N)
+        self.w_scale = weight.q_per_channel_scales().float()  # (N,)
         self.bias = linear.bias.detach()
 
     def forward(self, x: Tensor) -> Tensor:
-        q, scale = _row_scaled(x)
-        y = torch._int_mm(q.to(torch.int8), self.w_int8)  # (N, out) int32
+        steps, scale = row_steps(x)
+        y = torch._int_mm(steps.round_().to(torch.int8), self.w_int8)  # (N, out) int32
         return torch.addcmul(self.bias, y.float(), scale * self.w_scale)
 
 
-class QLinear(nn.Module):
-    """x·Wᵀ + b through oneDNN's `qlinear_pointwise`, u8 activations with zero point 128."""
-
-    def __init__(self, linear: nn.Linear, rows: int):
-        super().__init__()
-        w_int8, self.w_scale = _int8_weight(linear)
-        self.packed = torch.ops.onednn.qlinear_prepack(w_int8, [rows, w_int8.size(1)])
-        self.zeros = torch.zeros(w_int8.size(0), dtype=torch.long)
-        self.bias = linear.bias.detach()
-
-    def forward(self, x: Tensor) -> Tensor:
-        q, scale = _row_scaled(x)
-        u8 = q.add_(128).to(torch.uint8)
-        args = (self.packed, self.w_scale, self.zeros, None, 1.0, 0, torch.float32, "none", [], "")
-        y = torch.ops.onednn.qlinear_pointwise(u8, 1.0, 128, *args)  # (N, out), still in row-scale units
-        return torch.addcmul(self.bias, y, scale)
+def int8_linear(linear: nn.Linear, qlinear: bool) -> Int8Linear:
+    """Our int8 product of `linear`, through qlinear (or linear_dynamic) whatever the rows."""
+    product = Int8Linear.of(linear)
+    product.qlinear_from = 0 if qlinear else None
+    return product
 
 
 def microseconds(product: Callable[[Tensor], Tensor], x: Tensor, rounds: int, calls: int = 50) -> float:
@@ -90,8 +68,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2, help="torch threads; 0 = torch's default")
     args = parser.parse_args()
-    if not int8_available():
-        parser.error("PyTorch's x86 int8 engine does not run on this CPU (it needs AVX2)")
+    if not (int8_available() and qlinear_available()):
+        parser.error("our int8 products need PyTorch's x86 int8 engine and oneDNN's qlinear with VNNI, not on this CPU")
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -100,18 +78,22 @@ def main() -> None:
     shapes = {"qkv": (d, 3 * d), "attention out": (d, d), "ff in": (d, ff), "ff out": (ff, d), "vocab": (d, args.vocab)}
     threads = torch.get_num_threads()
     print(f"{args.size}, {cpu_isa()}, {threads} threads; µs a call (relative error), median of {args.rounds} rounds")
-    print("| rows | product | ours int8 | torch._int_mm | qlinear u8 | time: _int_mm / ours | qlinear / ours |")
+    print("| rows | product | linear_dynamic | qlinear u8 | _int_mm | time: qlinear / dynamic | _int_mm / dynamic |")
     print("|---|---|---|---|---|---|---|")
     with torch.inference_mode():
         for rows in args.rows:
             for name, (k, n) in shapes.items():
                 linear, x = nn.Linear(k, n), torch.randn(rows, k)
                 exact = linear(x)
-                kernels = {"ours": Int8Linear.of(linear), "int_mm": IntMM(linear), "qlinear": QLinear(linear, rows)}
+                kernels = {
+                    "dynamic": int8_linear(linear, False),
+                    "qlinear": int8_linear(linear, True),
+                    "int_mm": IntMM(linear),
+                }
                 us = {key: microseconds(m, x, args.rounds) for key, m in kernels.items()}
                 err = {key: float((m(x) - exact).norm() / exact.norm()) for key, m in kernels.items()}
                 cells = " | ".join(f"{us[key]:.1f} ({err[key]:.4f})" for key in kernels)
-                ratios = f"{us['int_mm'] / us['ours']:.2f} | {us['qlinear'] / us['ours']:.2f}"
+                ratios = f"{us['qlinear'] / us['dynamic']:.2f} | {us['int_mm'] / us['dynamic']:.2f}"
                 print(f"| {rows} | {name} {k}×{n} | {cells} | {ratios} |")
 
 

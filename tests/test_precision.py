@@ -88,11 +88,11 @@ def test_bf16_and_int8_stay_close_to_fp32(trained, precision):
 
 
 @needs_x86
-@pytest.mark.parametrize("precision", PRECISIONS)
-@pytest.mark.parametrize("seed", range(3))
-def test_cached_equals_uncached_and_beam_1_equals_greedy(precision, seed):
+@pytest.mark.parametrize("precision, batch", [(p, 6) for p in PRECISIONS] + [("int8", kernels.QLINEAR_FROM)])
+@pytest.mark.parametrize("seed", range(3))  # int8 from QLINEAR_FROM sentences runs its other kernel
+def test_cached_equals_uncached_and_beam_1_equals_greedy(precision, batch, seed):
     model = inference_copy(tiny_model(seed=seed), precision)
-    src = torch.randint(3, 40, (6, 7), generator=torch.Generator().manual_seed(seed))
+    src = torch.randint(3, 40, (batch, 7), generator=torch.Generator().manual_seed(seed))
     cached = greedy(model, src)
     assert torch.equal(greedy(model, src, use_cache=False), cached)
     with torch.inference_mode():
@@ -103,7 +103,8 @@ def test_cached_equals_uncached_and_beam_1_equals_greedy(precision, seed):
 @needs_x86
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_a_sentence_decodes_alone_as_in_its_batch(precision):
-    """int8 scales each row by its own magnitude: a sentence's result does not depend on its neighbours."""
+    """int8 scales each row by its own magnitude: a sentence's result does not depend on its neighbours (in a batch
+    below `QLINEAR_FROM`, which runs the kernel a sentence alone runs)."""
     model = inference_copy(tiny_model(seed=4), precision)
     src = torch.randint(3, 40, (6, 7), generator=torch.Generator().manual_seed(4))
     batched = greedy(model, src)
@@ -112,7 +113,12 @@ def test_a_sentence_decodes_alone_as_in_its_batch(precision):
         assert torch.equal(alone, batched[i, : alone.numel()]) and not batched[i, alone.numel() :].any()
 
 
-@pytest.mark.parametrize("rows", [0, 1, 3, 17])
+def row_error_bound(x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
+    """The largest error (N, 1) an int8 product of `layer` may make on the rows of `x`."""
+    return MAX_ROW_ERROR * x.abs().amax(1, keepdim=True) * layer.weight.abs().max() * x.size(1)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 3, 17, kernels.QLINEAR_FROM + 3])
 @pytest.mark.parametrize("seed", range(4))
 def test_an_int8_row_is_its_own_and_close_to_fp32(rows, seed):
     if not kernels.int8_available():
@@ -125,13 +131,29 @@ def test_an_int8_row_is_its_own_and_close_to_fp32(rows, seed):
     with torch.inference_mode():
         out = int8(x)
         assert out.shape == (rows, 40)
-        for i in range(rows):
-            assert torch.equal(int8(x[i : i + 1])[0], out[i])
-        bound = MAX_ROW_ERROR * x.abs().amax(1, keepdim=True) * layer.weight.abs().max() * x.size(1)
-        assert ((out - F.linear(x, layer.weight, layer.bias)).abs() <= bound).all()
+        others = torch.randn(rows, 24, generator=g) * 1e3
+        for i in range(rows):  # row i among other rows, in a batch as large (the same kernel)
+            assert torch.equal(int8(torch.cat([others[:i], x[i : i + 1], others[i + 1 :]]))[i], out[i])
+        if rows < kernels.QLINEAR_FROM:
+            assert all(torch.equal(int8(x[i : i + 1])[0], out[i]) for i in range(rows))
+        assert ((out - F.linear(x, layer.weight, layer.bias)).abs() <= row_error_bound(x, layer)).all()
 
 
-def test_weights_are_quantized_once_per_copy(monkeypatch):
+def test_int8_runs_qlinear_from_its_batch_size_where_the_cpu_has_it_and_both_kernels_agree():
+    if not kernels.int8_available():
+        pytest.skip("no x86 int8 engine on this CPU")
+    g = torch.Generator().manual_seed(0)
+    layer, x = torch.nn.Linear(24, 40), torch.randn(kernels.QLINEAR_FROM, 3, 24, generator=g)
+    int8 = Int8Linear.of(layer)
+    with torch.inference_mode():
+        small = int8(x[:5])  # (5, 3, 40): five sentences of three positions, fifteen rows
+        assert int8.qpacked is None and int8.packed is not None
+        large = int8(x)
+        assert (int8.qpacked is not None) == kernels.qlinear_available()
+        assert ((large[:5] - small).abs() <= 2 * row_error_bound(x[:5].flatten(0, 1), layer).view(5, 3, 1)).all()
+
+
+def test_weights_are_quantized_once_per_kernel_and_copy(monkeypatch):
     if not kernels.int8_available():
         pytest.skip("no x86 int8 engine on this CPU")
     from transformer.fast_inference import int8
@@ -140,11 +162,13 @@ def test_weights_are_quantized_once_per_copy(monkeypatch):
     monkeypatch.setattr(int8, "quantized_weight", lambda w: calls.append(w) or quantize(w))
     model = inference_copy(tiny_model(), "int8")
     src = torch.randint(3, 40, (4, 6), generator=torch.Generator().manual_seed(0))
-    greedy(model, src)
-    used = [m for m in model.modules() if isinstance(m, Int8Linear) and m.packed is not None]
-    assert len(calls) == len(used) > 0
-    greedy(model, src), greedy(model, src[:2])
-    assert len(calls) == len(used)
+    large = src.repeat(kernels.QLINEAR_FROM, 1)  # int8's other kernel, where the CPU has it
+    greedy(model, src), greedy(model, large)
+    modules = [m for m in model.modules() if isinstance(m, Int8Linear)]
+    packed = sum(m.packed is not None for m in modules) + sum(m.qpacked is not None for m in modules)
+    assert len(calls) == packed > 0
+    greedy(model, src), greedy(model, src[:2]), greedy(model, large)
+    assert len(calls) == packed
 
 
 @needs_x86
@@ -155,7 +179,7 @@ def test_the_copy_says_once_which_kernel_runs(caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 1 and messages[0].startswith("inference: int8 ")
     if kernels.int8_available():
-        assert messages[0] == f"inference: int8 via {kernels.int8_backend()} ({kernels.cpu_isa()})"
+        assert messages[0] == f"inference: int8 via {kernels.int8_kernels()} ({kernels.cpu_isa()})"
 
 
 @needs_x86
@@ -284,16 +308,18 @@ def test_precision_layers_scores_int8_in_each_layer_kind(cli_setup):
 
 
 @needs_x86
-def test_the_other_int8_products_of_the_benchmark_agree_with_ours_and_fp32():
+def test_the_products_of_the_int8_benchmark_agree_with_each_other_and_fp32():
+    if not kernels.qlinear_available():
+        pytest.skip("the benchmark needs oneDNN's qlinear with VNNI")
     spec = importlib.util.spec_from_file_location("benchmark_int8_products", SCRIPTS / "benchmark_int8_products.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     torch.manual_seed(0)
     linear, x = torch.nn.Linear(64, 48), torch.randn(6, 64)
     with torch.inference_mode():
-        exact, ours = linear(x), Int8Linear.of(linear)(x)
-        for other in (module.IntMM(linear), module.QLinear(linear, rows=6)):
+        exact, dynamic = linear(x), module.int8_linear(linear, qlinear=False)(x)
+        for other in (module.IntMM(linear), module.int8_linear(linear, qlinear=True)):
             y = other(x)
             assert y.shape == exact.shape
             assert float((y - exact).norm() / exact.norm()) < 0.02
-            assert float((y - ours).norm() / exact.norm()) < 0.02
+            assert float((y - dynamic).norm() / exact.norm()) < 0.02

@@ -1,12 +1,19 @@
 """Int8 linear maps: weights in int8 with one scale per output row, activations quantized per row at each call.
 
-PyTorch's dynamic int8 product (`quantized::linear_dynamic`, fbgemm or oneDNN under the x86 engine) quantizes its
-input with one scale for the whole tensor, so a row's result would depend on the other rows of the batch: a
-sentence on the sentences beside it, a cached step on the prefix an uncached one recomputes. Each row is therefore
-divided by its largest magnitude first, and two rows of +1s and -1s are appended: the tensor's range is then
-[-1, 1] whatever the batch, its one scale the same for every call, and each row's int8 values its own (as
-CTranslate2's per-row scales give). The products accumulate in int32, exactly; the row's magnitude and the bias are
-applied to the fp32 result.
+Each row is quantized on its own scale, as CTranslate2's per-row scales do, so that a row's result never depends on
+the other rows of the call: a sentence on the sentences beside it, a cached step on the prefix an uncached one
+recomputes. The products accumulate in int32, exactly; the row's scale and the bias are applied to the fp32 result.
+Two of PyTorch's kernels do the products, chosen by the batch (the input's leading dimension: sentences or
+hypotheses, the same for a cached and an uncached step):
+- below `QLINEAR_FROM`, `quantized::linear_dynamic` (fbgemm, or oneDNN with VNNI). It quantizes its input with one
+  scale for the whole tensor, so each row is divided by its largest magnitude first and two rows of +1s and -1s are
+  appended: the tensor's range is then [-1, 1] whatever the batch, its one scale the same for every call.
+- from `QLINEAR_FROM` on, where the CPU multiplies u8 by s8 natively (VNNI, AMX), oneDNN's `qlinear_pointwise` on u8
+  activations (each row rounded to [-127, 127] steps of its own scale, plus 128) with a weight packed once: 4-15%
+  faster a search at batch 32, slower than `linear_dynamic` at a few rows, where its per-call cost dominates
+  (docs/speed.md#int8-products-by-batch-size-zen-4-2026-11-29).
+The two round a row alike up to one int8 step, so a sentence in a batch of `QLINEAR_FROM` or more may differ from it
+decoded alone by that rounding (fp32 and bf16 give the same bits either way).
 """
 
 import warnings
@@ -14,10 +21,11 @@ import warnings
 import torch
 from torch import Tensor
 
-from transformer.fast_inference.kernels import int8_engine, reduce_range
+from transformer.fast_inference.kernels import QLINEAR_FROM, int8_engine, qlinear_available, reduce_range
 from transformer.fast_inference.packed import FusedLinear
 
 LEVELS = 127  # int8 weights in [-127, 127]: symmetric, zero point 0
+U8_ZERO = 128  # the zero point of qlinear's u8 activations: a row's steps in [-127, 127] become [1, 255]
 TINY = torch.finfo(torch.float32).tiny  # the scale of a row of zeros
 
 
@@ -30,34 +38,61 @@ def quantized_weight(weight: Tensor) -> Tensor:
         return torch.quantize_per_channel(weight.detach().float(), scale, zero, 0, torch.qint8)
 
 
+def row_steps(rows: Tensor) -> tuple[Tensor, Tensor]:
+    """`rows` (N, K) in steps of each row's own int8 scale (its largest magnitude over 127), not yet rounded, and
+    that scale (N, 1)."""
+    step = rows.abs().amax(dim=1, keepdim=True).div_(LEVELS).clamp_min_(TINY)
+    return torch.div(rows, step), step
+
+
 class Int8Linear(FusedLinear):
-    """A `FusedLinear` in int8 (see the module's docstring), its weight quantized and packed at first use."""
+    """A `FusedLinear` in int8 (see the module's docstring), its weight quantized and packed for a kernel at that
+    kernel's first use."""
 
     def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu: bool = False):
         super().__init__(weights, biases, relu)
         self.reduce_range = reduce_range()
-        self.packed = None  # fbgemm's or oneDNN's packed weight (a torch.ScriptObject)
+        self.packed = None  # linear_dynamic's packed weight (a torch.ScriptObject)
         self.sentinel: Tensor | None = None
-
-    def _pack(self) -> None:
-        """Quantize and pack the weight; the bias stays fp32 (added after the product, see `forward`)."""
-        k = self.weight.size(1)
-        self.sentinel = torch.cat([torch.ones(1, k), -torch.ones(1, k)])  # (2, K): the range [-1, 1]
-        with int8_engine():
-            self.packed = torch.ops.quantized.linear_prepack(quantized_weight(self.weight), None)
+        self.qlinear_from = QLINEAR_FROM if qlinear_available() else None  # None: linear_dynamic for every batch
+        self.qpacked: Tensor | None = None  # qlinear's packed weight, its scales (N,) and zero points (N,)
+        self.qscales: Tensor | None = None
+        self.qzeros: Tensor | None = None
 
     def forward(self, x: Tensor) -> Tensor:
         if self.weight is None:
             self._fuse()
-        if self.packed is None:
-            self._pack()
         rows = x.reshape(-1, x.size(-1))  # (N, K)
+        qlinear = self.qlinear_from is not None and x.size(0) >= self.qlinear_from
+        y, scale = self.qlinear(rows) if qlinear else self.dynamic(rows)  # (N, out) in units of scale (N, 1)
+        y = y * scale if self.bias is None else torch.addcmul(self.bias, y, scale)
+        if self.relu:
+            y = y.relu_()
+        return y.view(*x.shape[:-1], y.size(-1))
+
+    def dynamic(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+        """`rows` (N, K) times the weight through `linear_dynamic`, in units of each row's magnitude (N, 1)."""
+        if self.packed is None:
+            k = self.weight.size(1)
+            self.sentinel = torch.cat([torch.ones(1, k), -torch.ones(1, k)])  # (2, K): the range [-1, 1]
+            with int8_engine():
+                self.packed = torch.ops.quantized.linear_prepack(quantized_weight(self.weight), None)
         magnitude = rows.abs().amax(dim=1, keepdim=True).clamp_min_(TINY)  # (N, 1)
         scaled = rows.new_empty(rows.size(0) + 2, rows.size(1))  # (N + 2, K): the rows in [-1, 1], then the sentinel
         torch.div(rows, magnitude, out=scaled[:-2])
         scaled[-2:] = self.sentinel
-        y = torch.ops.quantized.linear_dynamic(scaled, self.packed, self.reduce_range)[:-2]  # (N, out)
-        y = y * magnitude if self.bias is None else torch.addcmul(self.bias, y, magnitude)
-        if self.relu:
-            y = y.relu_()
-        return y.view(*x.shape[:-1], y.size(-1))
+        return torch.ops.quantized.linear_dynamic(scaled, self.packed, self.reduce_range)[:-2], magnitude
+
+    def qlinear(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+        """`rows` (N, K) times the weight through oneDNN's `qlinear_pointwise`, in units of each row's int8 step."""
+        if self.qpacked is None:
+            weight = quantized_weight(self.weight)
+            self.qscales = weight.q_per_channel_scales().float()
+            self.qzeros = torch.zeros(weight.size(0), dtype=torch.long)
+            self.qpacked = torch.ops.onednn.qlinear_prepack(weight.int_repr(), None)
+        steps, step = row_steps(rows)
+        u8 = steps.add_(U8_ZERO + 0.5).to(torch.uint8)  # round(x / step) + 128, in [1, 255]
+        y = torch.ops.onednn.qlinear_pointwise(
+            u8, 1.0, U8_ZERO, self.qpacked, self.qscales, self.qzeros, None, 1.0, 0, torch.float32, "none", [], ""
+        )
+        return y, step

@@ -18,6 +18,7 @@ log = logging.getLogger("transformer.fast_inference")
 
 X86_64 = platform.machine().lower() in ("x86_64", "amd64")
 INT8_ENGINE = "x86"  # PyTorch's x86 engine: fbgemm, or oneDNN where the CPU has VNNI (PyTorch's own choice)
+QLINEAR_FROM = 32  # int8 products for this many sentences or hypotheses or more run oneDNN's qlinear (`int8`)
 
 
 def _has(feature: str) -> bool:
@@ -63,6 +64,21 @@ def int8_backend() -> str:
     return "oneDNN" if _has("vnni") else "fbgemm"
 
 
+@functools.cache
+def qlinear_available() -> bool:
+    """Whether oneDNN's `qlinear_pointwise` multiplies u8 by s8 natively here: VNNI (or AMX) and a PyTorch that has
+    it (without VNNI it would add pairs of products in 16 bits, as fbgemm does)."""
+    return onednn() and _has("vnni") and hasattr(torch.ops.onednn, "qlinear_pointwise")
+
+
+def int8_kernels() -> str:
+    """The int8 products that run here, as the log names them."""
+    dynamic = f"{int8_backend()} linear_dynamic"
+    if not qlinear_available():
+        return dynamic
+    return f"oneDNN qlinear for batches of {QLINEAR_FROM} or more, {dynamic} below"
+
+
 def reduce_range() -> bool:
     """Whether activations are quantized to 7 bits: without VNNI, fbgemm adds pairs of u8·s8 products in 16 bits,
     which 8-bit activations could saturate (PyTorch's own x86 default, `get_default_qconfig("x86")`)."""
@@ -104,7 +120,7 @@ def runs(precision: str) -> str:
     if precision == "int8" and not int8_available():
         log.warning("inference: int8 unavailable on this CPU (%s; PyTorch's x86 int8 engine needs AVX2): fp32", isa)
         return "fp32"
-    kernel = {"fp32": "oneDNN" if onednn() else "F.linear", "bf16": "oneDNN", "int8": int8_backend()}[precision]
+    kernel = {"fp32": "oneDNN" if onednn() else "F.linear", "bf16": "oneDNN", "int8": int8_kernels()}[precision]
     log.info("inference: %s via %s (%s)", precision, kernel, isa)
     return precision
 
