@@ -9,9 +9,9 @@ hypotheses, the same for a cached and an uncached step):
   scale for the whole tensor, so each row is divided by its largest magnitude first and two rows of +1s and -1s are
   appended: the tensor's range is then [-1, 1] whatever the batch, its one scale the same for every call.
 - from `QLINEAR_FROM` on, where the CPU multiplies u8 by s8 natively (VNNI, AMX), oneDNN's `qlinear_pointwise` on u8
-  activations (each row rounded to [-127, 127] steps of its own scale, plus 128) with a weight packed once: 4-15%
-  faster a search at batch 32, slower than `linear_dynamic` at a few rows, where its per-call cost dominates
-  (docs/speed.md#int8-products-by-batch-size-zen-4-2026-11-29).
+  activations (each row rounded to [-127, 127] steps of its own scale, plus 128) with a weight packed once: 6-13%
+  faster a `base` search at batch 32 (level at `small`), slower than `linear_dynamic` at a few rows, where its
+  per-call cost dominates (docs/speed.md#int8-products-by-batch-size-zen-4-2026-11-29).
 The two round a row alike up to one int8 step, so a sentence in a batch of `QLINEAR_FROM` or more may differ from it
 decoded alone by that rounding (fp32 and bf16 give the same bits either way).
 """
