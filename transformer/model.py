@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from transformer.attention import Attention, build_attention, padding_mask
 from transformer.cache import DecoderCache
 from transformer.config import ModelConfig
+from transformer.dropout import Dropout
 from transformer.tokenizer import PAD_ID
 
 
@@ -35,7 +36,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.dropout(F.relu(self.fc1(x))))
@@ -47,7 +48,7 @@ class Sublayer(nn.Module):
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre_norm = pre_norm
 
     def forward(self, x: Tensor, fn) -> Tensor:
@@ -137,7 +138,7 @@ class Transformer(nn.Module):
         share_src = joint_vocab and cfg.tie_embeddings and src_vocab_size == tgt_vocab_size
         self.src_embed = self.tgt_embed if share_src else nn.Embedding(src_vocab_size, cfg.d_model, padding_idx=pad_id)
         self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         # Pre-norm leaves the residual stream unnormalised; normalise once at the end.

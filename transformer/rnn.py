@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from transformer.config import ModelConfig
+from transformer.dropout import Dropout
 from transformer.tokenizer import PAD_ID
 
 NEG_INF = float("-inf")
@@ -84,7 +85,7 @@ class RNNModel(nn.Module):
         self.tgt_embed = nn.Embedding(tgt_vocab_size, e, padding_idx=pad_id)
         share_src = joint_vocab and config.tie_embeddings and src_vocab_size == tgt_vocab_size
         self.src_embed = self.tgt_embed if share_src else nn.Embedding(src_vocab_size, e, padding_idx=pad_id)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         rnn = nn.LSTM if cfg.cell == "lstm" else nn.GRU
         self.encoder = rnn(
             e,
