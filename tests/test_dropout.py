@@ -56,3 +56,12 @@ def test_eval_mode_and_the_edge_rates_behave_as_nn_dropout(p):
 def test_the_model_drops_out_through_it():
     dropouts = [m for m in tiny_model().modules() if isinstance(m, torch.nn.Dropout)]
     assert dropouts and all(isinstance(m, Dropout) for m in dropouts)
+
+
+@pytest.mark.slow
+def test_it_compiles_and_still_drops_half_at_p_half():
+    torch.manual_seed(3)
+    compiled = torch.compile(Dropout(0.5))
+    y = compiled(torch.ones(4096))
+    assert set(y.unique().tolist()) == {0.0, 2.0}
+    assert 0.4 < (y != 0).float().mean() < 0.6

@@ -5,7 +5,8 @@ sizes a training step spent an eighth of its time making dropout masks. Here eac
 15-bit draws, one per element, and an element is kept where its draw is at least p·2¹⁵: the same Bernoulli mask,
 with p rounded to a multiple of 2⁻¹⁵ (scaled by 1/(1 − that p), so the expectation stays exact), from the same
 generator (so seeds and exact resume hold), at a quarter of the draws (docs/speed.md#dropout-masks-on-cpu-2026-11-29).
-Elsewhere (a GPU's generator is fast) and in eval mode it is `nn.Dropout` itself.
+Elsewhere (a GPU's generator is fast), under `torch.compile` (Inductor generates its own random numbers) and in eval
+mode it is `nn.Dropout` itself.
 """
 
 import torch
@@ -29,6 +30,7 @@ class Dropout(nn.Dropout):
 
     def forward(self, x: Tensor) -> Tensor:
         dropped = round(self.p * LEVELS)
-        if not self.training or self.inplace or x.device.type != "cpu" or not 0 < dropped < LEVELS:
+        native = torch.compiler.is_compiling() or x.device.type != "cpu"  # compiled: Inductor draws its own
+        if native or not self.training or self.inplace or not 0 < dropped < LEVELS:
             return super().forward(x)
         return x * keep_mask(x.shape, self.p, x.device, x.dtype) * (LEVELS / (LEVELS - dropped))
