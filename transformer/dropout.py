@@ -4,9 +4,9 @@ PyTorch's CPU `bernoulli_` draws one Mersenne Twister number per element (about 
 sizes a training step spent an eighth of its time making dropout masks. Here each 64-bit random word gives four
 15-bit draws, one per element, and an element is kept where its draw is at least p·2¹⁵: the same Bernoulli mask,
 with p rounded to a multiple of 2⁻¹⁵ (scaled by 1/(1 − that p), so the expectation stays exact), from the same
-generator (so seeds and exact resume hold), at a quarter of the draws (docs/speed.md#dropout-masks-on-cpu-2026-11-29).
-Elsewhere (a GPU's generator is fast), under `torch.compile` (Inductor generates its own random numbers) and in eval
-mode it is `nn.Dropout` itself.
+generator (so seeds and exact resume hold), at a quarter of the draws
+(docs/speed.md#dropout-masks-on-cpu-zen-4-2026-11-29). Elsewhere (a GPU's generator is fast), under `torch.compile`
+(Inductor generates its own random numbers) and in eval mode it is `nn.Dropout` itself.
 """
 
 import torch
