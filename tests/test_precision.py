@@ -307,13 +307,20 @@ def test_precision_layers_scores_int8_in_each_layer_kind(cli_setup):
     assert all(0 <= r["greedy_same"] <= 1 and r["token_shift"] <= r["token_shift_max"] for r in rows)
 
 
-@needs_x86
-def test_the_products_of_the_int8_benchmark_agree_with_each_other_and_fp32():
+def int8_benchmark(monkeypatch):
+    """scripts/benchmark_int8_products.py as a module (its sibling scripts importable), where it runs."""
     if not kernels.qlinear_available():
         pytest.skip("the benchmark needs oneDNN's qlinear with VNNI")
+    monkeypatch.syspath_prepend(str(SCRIPTS))
     spec = importlib.util.spec_from_file_location("benchmark_int8_products", SCRIPTS / "benchmark_int8_products.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+@needs_x86
+def test_the_products_of_the_int8_benchmark_agree_with_each_other_and_fp32(monkeypatch):
+    module = int8_benchmark(monkeypatch)
     torch.manual_seed(0)
     linear, x = torch.nn.Linear(64, 48), torch.randn(6, 64)
     with torch.inference_mode():
@@ -323,3 +330,20 @@ def test_the_products_of_the_int8_benchmark_agree_with_each_other_and_fp32():
             assert y.shape == exact.shape
             assert float((y - exact).norm() / exact.norm()) < 0.02
             assert float((y - dynamic).norm() / exact.norm()) < 0.02
+
+
+@needs_x86
+def test_the_int8_benchmark_times_each_search_with_the_kernel_its_rule_names(monkeypatch):
+    module = int8_benchmark(monkeypatch)
+    torch.manual_seed(0)
+    model = inference_copy(tiny_model(vocab=30), "int8")
+    products = [m for m in model.modules() if isinstance(m, Int8Linear)]
+    batches = torch.randint(3, 30, (4, 5)).split(2)
+    search = module.search_call("greedy", bos_id=1, eos_id=2, max_len=6)
+    with torch.inference_mode():
+        dynamic = module.ruled_searches(model, None, search, batches)()
+        ran = [p for p in products if p.packed is not None]  # q/k/v fused: some products never run
+        assert ran and all(p.qpacked is None for p in products)
+        qlinear = module.ruled_searches(model, 0, search, batches)()
+        assert all(p.qpacked is not None for p in ran) and all(p.qlinear_from == 0 for p in products)
+    assert [out.shape for out in qlinear] == [out.shape for out in dynamic] == [(2, 6)] * 2
