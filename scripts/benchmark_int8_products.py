@@ -33,7 +33,8 @@ from transformer.marian_reference import SIZES, model_config
 from transformer.tokenizer import BOS_ID
 
 LATENCY_SENTENCES = 8  # --searches: the fewest sentences a run decodes (batch 1: one by one)
-RULES = {"linear_dynamic": None, "qlinear": 0, f"ours (qlinear from {QLINEAR_FROM})": QLINEAR_FROM}  # qlinear_from
+# --searches: each way of choosing the kernel, as its Int8Linear.qlinear_from (None: linear_dynamic for every batch)
+RULES = {"linear_dynamic": None, "qlinear": 0, f"ours (qlinear from {QLINEAR_FROM})": QLINEAR_FROM}
 
 
 class IntMM(nn.Module):
