@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from benchmark_decoding import measure
+from benchmark_decoding import add_workload_arguments, measure
 from decoding_engines import ours, search_call
 from torch import Tensor, nn
 
@@ -32,7 +32,6 @@ from transformer.fast_inference.kernels import QLINEAR_FROM, cpu_isa, int8_avail
 from transformer.marian_reference import SIZES, model_config
 from transformer.tokenizer import BOS_ID
 
-LATENCY_SENTENCES = 8  # --searches: the fewest sentences a run decodes (batch 1: one by one)
 # --searches: each way of choosing the kernel, as its Int8Linear.qlinear_from (None: linear_dynamic for every batch)
 RULES = {"linear_dynamic": None, "qlinear": 0, f"ours (qlinear from {QLINEAR_FROM})": QLINEAR_FROM}
 
@@ -112,14 +111,14 @@ def compare_searches(args: argparse.Namespace) -> None:
     """The table of whole searches: sentences a second under each of `RULES`, by strategy and batch."""
     model = inference_copy(ours(args.size, args.vocab), "int8")
     rest = list(RULES)[1:]
-    print(f"source {args.src_len} tokens, output {args.out_len} (EOS disabled); {LATENCY_SENTENCES}+ sentences a run")
+    print(f"source {args.src_len} tokens, output {args.out_len} (EOS off); {args.latency_sentences}+ sentences a run")
     rates, ratios = [f"{name} sent/s" for name in RULES], [f"time: {name} / linear_dynamic" for name in rest]
     print(f"| strategy | batch | {' | '.join(rates + ratios)} |")
     print("|---" * (2 + len(rates) + len(ratios)) + "|")
     for strategy in ("greedy", "beam"):
         search = search_call(strategy, bos_id=BOS_ID, eos_id=-1, max_len=args.out_len)
         for batch in args.batch:
-            sentences = max(batch, LATENCY_SENTENCES)
+            sentences = max(batch, args.latency_sentences)
             batches = torch.randint(3, args.vocab, (sentences, args.src_len)).split(batch)
             runs = {name: ruled_searches(model, rule, search, batches) for name, rule in RULES.items()}
             seconds = measure(runs, args.rounds, torch.device("cpu"))
@@ -132,13 +131,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=SIZES, default="base")
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 5, 32, 160], help="single products: rows a call")
-    parser.add_argument("--vocab", type=int, default=8000)
-    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2, help="torch threads; 0 = torch's default")
     parser.add_argument("--searches", action="store_true", help="time whole searches instead of single products")
     parser.add_argument("--batch", type=int, nargs="+", default=[32, 1], help="--searches: sentences a call")
-    parser.add_argument("--src-len", type=int, default=32, help="--searches: source tokens")
-    parser.add_argument("--out-len", type=int, default=48, help="--searches: output tokens (EOS disabled)")
+    add_workload_arguments(parser)  # --src-len, --out-len, --latency-sentences: --searches only
+    parser.set_defaults(rounds=7)
     args = parser.parse_args()
     if not (int8_available() and qlinear_available()):
         parser.error("our int8 products need PyTorch's x86 int8 engine and oneDNN's qlinear with VNNI, not on this CPU")
