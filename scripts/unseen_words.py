@@ -5,11 +5,12 @@ the reference side, first against the parallel corpus, then against it plus the 
 back-translation; the share of sentences with a source word never seen; and for each hypotheses file given, sacreBLEU
 on the sentences whose source words were all seen and on the others. Back-translation adds new target words (its
 English is real) but hardly any source words (its French comes from a model trained on the parallel corpus): this
-table shows how much of a test set that leaves out.
+table shows how much of a test set that leaves out. With `--lengths`, a second table splits each test set by source
+length instead (words): each hypotheses file's BLEU and length ratio per bucket, and the gain of each over the first.
 
     python scripts/unseen_words.py --corpus ../shared/data/multi30k --synthetic outputs/train_bt/synthetic \\
         --hyps base=outputs/fren/checkpoints/best.{split}.beam5.hyp \\
-               bt=outputs/train_bt/final/checkpoints/best.{split}.beam5.hyp
+               bt=outputs/train_bt/final/checkpoints/best.{split}.beam5.hyp --lengths 10 14 18
 """
 
 import argparse
@@ -41,10 +42,16 @@ def unseen_share(lines: list[str], known: set[str]) -> float:
     return 100 * counts[False] / max(1, sum(counts.values()))
 
 
-def split_bleu(hyps: list[str], refs: list[str], unseen: list[bool]) -> str:
-    """sacreBLEU on the sentences with every source word seen / on those with one unseen ("-" for none)."""
+def hypotheses(pattern: str, split: str, refs: list[str]) -> list[str]:
+    """The hypotheses of `split` (PATTERN with {split}), one per reference."""
+    hyps = list(read_lines(Path(pattern.format(split=split))))
     if len(hyps) != len(refs):
         raise SystemExit(f"{len(hyps)} hypotheses for {len(refs)} references: give the hypotheses of this test set")
+    return hyps
+
+
+def split_bleu(hyps: list[str], refs: list[str], unseen: list[bool]) -> str:
+    """sacreBLEU on the sentences with every source word seen / on those with one unseen ("-" for none)."""
     cells = []
     for flag in (False, True):
         group = [(hyp, ref) for hyp, ref, has_unseen in zip(hyps, refs, unseen) if has_unseen == flag]
@@ -89,8 +96,42 @@ def table(args: argparse.Namespace) -> list[str]:
             cells.append(f"{unseen_share(lines[lang], train[lang]):.2f}{extra}")
         cells.append(f"{100 * sum(unseen) / len(unseen):.1f}")
         for pattern in hyps.values():
-            cells.append(split_bleu(list(read_lines(Path(pattern.format(split=split)))), lines[tgt], unseen))
+            cells.append(split_bleu(hypotheses(pattern, split, lines[tgt]), lines[tgt], unseen))
         rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def buckets(bounds: list[int]) -> list[tuple[int, int | None]]:
+    """[lo, hi) source-length buckets from the inner bounds, e.g. [10, 14] -> (0, 10), (10, 14), (14, None)."""
+    edges = [0, *sorted(bounds)]
+    return list(zip(edges, [*edges[1:], None]))
+
+
+def length_rows(split: str, lengths: list[int], refs: list[str], outputs: list[list[str]], bounds: list[int]):
+    """One table row per source-length bucket of `split`: sentences, each output's BLEU (length ratio), its gain."""
+    for lo, hi in buckets(bounds):
+        picked = [i for i, n in enumerate(lengths) if lo <= n and (hi is None or n < hi)]
+        if not picked:
+            continue
+        scores = [sacrebleu.corpus_bleu([out[i] for i in picked], [[refs[i] for i in picked]]) for out in outputs]
+        cells = [split, f"{lo}-{hi - 1}" if hi else f"{lo}+", str(len(picked))]
+        cells += [f"{score.score:.2f} ({score.sys_len / score.ref_len:.3f})" for score in scores]
+        cells += [f"{score.score - scores[0].score:+.2f}" for score in scores[1:]]
+        yield "| " + " | ".join(cells) + " |"
+
+
+def length_table(args: argparse.Namespace) -> list[str]:
+    """BLEU (hypothesis/reference length ratio) of each hypotheses file per source-length bucket, and each file's
+    gain over the first."""
+    labels = [label for label, _ in args.hyps]
+    head = ["split", f"{args.src} words", "sentences"] + [f"{label} BLEU (length ratio)" for label in labels]
+    head += [f"gain {label}" for label in labels[1:]]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for split in args.splits:
+        lengths = [len(line.split()) for line in read_lines(args.corpus / f"{split}.{args.src}.gz")]
+        refs = list(read_lines(args.corpus / f"{split}.{args.tgt}.gz"))
+        outputs = [hypotheses(pattern, split, refs) for _, pattern in args.hyps]
+        rows.extend(length_rows(split, lengths, refs, outputs, args.lengths))
     return rows
 
 
@@ -111,8 +152,20 @@ def main() -> None:
         metavar="LABEL=PATTERN",
         help="hypotheses files, {split} in PATTERN standing for the split's name",
     )
+    parser.add_argument(
+        "--lengths",
+        nargs="+",
+        type=int,
+        metavar="N",
+        help="also split BLEU by source length (words) at these bounds, e.g. 10 14 18: buckets 0-9, 10-13, 14-17, 18+",
+    )
+    args = parser.parse_args()
+    if args.lengths and not args.hyps:
+        parser.error("--lengths splits the BLEU of hypotheses: give --hyps too")
     try:
-        print("\n".join(table(parser.parse_args())))
+        print("\n".join(table(args)))
+        if args.lengths:
+            print("\n" + "\n".join(length_table(args)))
     except UserError as err:  # a missing or unreadable file: one line, no traceback
         raise SystemExit(f"error: {err}") from None
 

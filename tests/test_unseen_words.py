@@ -77,3 +77,39 @@ def test_a_missing_hypotheses_file_is_one_error_line(tmp_path):
 def test_a_hypotheses_spec_without_a_label_is_refused(tmp_path):
     done = script("--corpus", str(tmp_path), "--hyps", "x.hyp")
     assert done.returncode == 2 and "give LABEL=PATTERN" in done.stderr
+
+
+def test_bleu_by_source_length_with_the_gain_over_the_first_hypotheses(tmp_path):
+    write_gz(tmp_path / "train.fr.gz", ["un chat"])
+    write_gz(tmp_path / "train.en.gz", ["a cat"])
+    write_gz(tmp_path / "test.fr.gz", ["un chat", "un grand chat noir dort"])  # 2 and 5 words
+    write_gz(tmp_path / "test.en.gz", ["a small cat sits here", "a big black cat sleeps on the mat"])
+    (tmp_path / "test.base.hyp").write_text("a small cat sits here\nnothing like it\n", encoding="utf-8")
+    (tmp_path / "test.new.hyp").write_text(
+        "a small cat sits here\na big black cat sleeps on the mat\n", encoding="utf-8"
+    )
+    done = script(
+        "--corpus",
+        str(tmp_path),
+        "--splits",
+        "test",
+        "--hyps",
+        f"base={tmp_path}/{{split}}.base.hyp",
+        f"new={tmp_path}/{{split}}.new.hyp",
+        "--lengths",
+        "3",
+    )
+    assert done.returncode == 0, done.stderr
+    second = done.stdout.split("\n\n")[1].splitlines()
+    assert (
+        second[0] == "| split | fr words | sentences | base BLEU (length ratio) | new BLEU (length ratio) | gain new |"
+    )
+    short, long = ([cell.strip() for cell in row.strip("|").split("|")] for row in second[2:])
+    assert short == ["test", "0-2", "1", "100.00 (1.000)", "100.00 (1.000)", "+0.00"]
+    assert long[:3] == ["test", "3+", "1"] and long[4:] == ["100.00 (1.000)", "+100.00"]
+    assert long[3].startswith("0.00 (0.375)")  # 3 words for 8
+
+
+def test_lengths_without_hypotheses_are_refused(tmp_path):
+    done = script("--corpus", str(tmp_path), "--lengths", "10")
+    assert done.returncode == 2 and "give --hyps too" in done.stderr
