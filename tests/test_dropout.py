@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.conftest import tiny_model
-from transformer.dropout import LEVELS, Dropout, keep_mask
+from transformer.dropout import LEVELS, Dropout, dropout_mask
 
 N = 1 << 20
 
@@ -14,8 +14,9 @@ N = 1 << 20
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
 def test_the_mask_keeps_each_element_with_probability_1_minus_p(p):
     torch.manual_seed(0)
-    kept = keep_mask(torch.Size([N]), p, torch.device("cpu"), torch.float64)
-    rate = 1 - round(p * LEVELS) / LEVELS
+    dropped = round(p * LEVELS)
+    kept = dropout_mask(torch.Size([N]), dropped, torch.device("cpu"), torch.float64)
+    rate = 1 - dropped / LEVELS
     assert set(kept.unique().tolist()) == {0.0, 1.0}
     assert abs(kept.mean().item() - rate) < 5 * math.sqrt(rate * (1 - rate) / N)
     both = (1 - kept).view(-1, 4)  # the four draws of one random word: independent, so dropped together with p²

@@ -16,21 +16,21 @@ LEVELS = 1 << 15  # the values of one draw: 15 random bits
 SLICES = 4  # 16-bit slices of one 64-bit word (PyTorch's int64 `random_()` gives 63 random bits: the top one is 0)
 
 
-def keep_mask(shape: torch.Size, p: float, device: torch.device, dtype: torch.dtype = torch.float32) -> Tensor:
-    """1 where an element is kept (each with probability 1 − round(p·2¹⁵)/2¹⁵, independently), else 0, in `dtype`."""
+def dropout_mask(shape: torch.Size, dropped: int, device: torch.device, dtype: torch.dtype = torch.float32) -> Tensor:
+    """0 where an element is dropped (each with probability dropped/2¹⁵, independently), else 1, in `dtype`."""
     n = shape.numel()
     words = torch.empty(-(-n // SLICES), dtype=torch.int64, device=device).random_()  # (⌈n/4⌉,)
     draws = words.view(torch.int16)[:n].view(shape) & (LEVELS - 1)  # (*shape) in [0, 2¹⁵)
-    below = (draws - round(p * LEVELS)) >> 15  # -1 where the draw is below p·2¹⁵ (dropped), else 0: in int16,
+    below = (draws - dropped) >> 15  # -1 where the draw is below `dropped` (element dropped), else 0: int16,
     return below.add_(1).to(dtype)  # where comparisons into bool tensors cost 8 times as much
 
 
 class Dropout(nn.Dropout):
-    """`nn.Dropout` with the mask of `keep_mask` on CPU in training (see the module's docstring)."""
+    """`nn.Dropout` with the mask of `dropout_mask` on CPU in training (see the module's docstring)."""
 
     def forward(self, x: Tensor) -> Tensor:
         dropped = round(self.p * LEVELS)
         native = torch.compiler.is_compiling() or x.device.type != "cpu"  # compiled: Inductor draws its own
         if native or not self.training or self.inplace or not 0 < dropped < LEVELS:
             return super().forward(x)
-        return x * keep_mask(x.shape, self.p, x.device, x.dtype) * (LEVELS / (LEVELS - dropped))
+        return x * dropout_mask(x.shape, dropped, x.device, x.dtype) * (LEVELS / (LEVELS - dropped))
