@@ -29,9 +29,14 @@ U8_ZERO = 128  # the zero point of qlinear's u8 activations: a row's steps in [-
 TINY = torch.finfo(torch.float32).tiny  # the scale of a row of zeros
 
 
+def row_magnitude(rows: Tensor) -> Tensor:
+    """The largest magnitude of each row of `rows` (N, K), as (N, 1)."""
+    return rows.abs().amax(dim=1, keepdim=True)
+
+
 def quantized_weight(weight: Tensor) -> Tensor:
     """`weight` (N, K) as a qint8 tensor with one scale per output row (its largest magnitude over 127)."""
-    scale = (weight.abs().amax(dim=1) / LEVELS).clamp_min(TINY).double()
+    scale = (row_magnitude(weight)[:, 0] / LEVELS).clamp_min(TINY).double()  # (N,)
     zero = torch.zeros(weight.size(0), dtype=torch.long)
     with warnings.catch_warnings():  # PyTorch 2.13 marks quantized tensors deprecated; its int8 products need them
         warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per_channel")
@@ -41,7 +46,7 @@ def quantized_weight(weight: Tensor) -> Tensor:
 def row_steps(rows: Tensor) -> tuple[Tensor, Tensor]:
     """`rows` (N, K) in steps of each row's own int8 scale (its largest magnitude over 127), not yet rounded, and
     that scale (N, 1)."""
-    step = rows.abs().amax(dim=1, keepdim=True).div_(LEVELS).clamp_min_(TINY)
+    step = row_magnitude(rows).div_(LEVELS).clamp_min_(TINY)
     return torch.div(rows, step), step
 
 
@@ -77,7 +82,7 @@ class Int8Linear(FusedLinear):
             self.sentinel = torch.cat([torch.ones(1, k), -torch.ones(1, k)])  # (2, K): the range [-1, 1]
             with int8_engine():
                 self.packed = torch.ops.quantized.linear_prepack(quantized_weight(self.weight), None)
-        magnitude = rows.abs().amax(dim=1, keepdim=True).clamp_min_(TINY)  # (N, 1)
+        magnitude = row_magnitude(rows).clamp_min_(TINY)  # (N, 1)
         scaled = rows.new_empty(rows.size(0) + 2, rows.size(1))  # (N + 2, K): the rows in [-1, 1], then the sentinel
         torch.div(rows, magnitude, out=scaled[:-2])
         scaled[-2:] = self.sentinel
