@@ -16,6 +16,7 @@ length instead (words): each hypotheses file's BLEU and length ratio per bucket,
 import argparse
 import re
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import sacrebleu
@@ -107,7 +108,9 @@ def buckets(bounds: list[int]) -> list[tuple[int, int | None]]:
     return list(zip(edges, [*edges[1:], None]))
 
 
-def length_rows(split: str, lengths: list[int], refs: list[str], outputs: list[list[str]], bounds: list[int]):
+def length_rows(
+    split: str, lengths: list[int], refs: list[str], outputs: list[list[str]], bounds: list[int]
+) -> Iterator[str]:
     """One table row per source-length bucket of `split`: sentences, each output's BLEU (length ratio), its gain."""
     for lo, hi in buckets(bounds):
         picked = [i for i, n in enumerate(lengths) if lo <= n and (hi is None or n < hi)]
