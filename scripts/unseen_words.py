@@ -6,7 +6,8 @@ back-translation; the share of sentences with a source word never seen; and for 
 on the sentences whose source words were all seen and on the others. Back-translation adds new target words (its
 English is real) but hardly any source words (its French comes from a model trained on the parallel corpus): this
 table shows how much of a test set that leaves out. With `--lengths`, a second table splits each test set by source
-length instead (words): each hypotheses file's BLEU and length ratio per bucket, and the gain of each over the first.
+length instead (whitespace-separated words, as `wc -w` counts): each hypotheses file's BLEU and length ratio per
+bucket, and the gain of each over the first.
 
     python scripts/unseen_words.py --corpus ../shared/data/multi30k --synthetic outputs/train_bt/synthetic \\
         --hyps base=outputs/fren/checkpoints/best.{split}.beam5.hyp \\
@@ -160,7 +161,8 @@ def main() -> None:
         nargs="+",
         type=int,
         metavar="N",
-        help="also split BLEU by source length (words) at these bounds, e.g. 10 14 18: buckets 0-9, 10-13, 14-17, 18+",
+        help="also split BLEU by source length (whitespace-separated words) at these bounds, e.g. 10 14 18: "
+        "buckets 0-9, 10-13, 14-17, 18+",
     )
     args = parser.parse_args()
     if args.lengths and not args.hyps:
