@@ -9,7 +9,8 @@ product. Medians of `--rounds` rounds of 50 calls, each product alone (its weigh
 runs every layer's product in turn, reads them from memory). `--searches` times whole searches of an int8 copy
 instead (greedy and beam 5 on random sources, EOS disabled, as benchmark_decoding.py does), each way of choosing the
 kernel in turn in one process: linear_dynamic for every batch, qlinear for every batch, and ours (qlinear from
-`QLINEAR_FROM` sentences or hypotheses on).
+`QLINEAR_FROM` sentences or hypotheses on, and for one sentence's steps int8 weights with bf16 activations,
+`_weight_int8pack_mm`, where torch runs it with AVX-512).
 
     python scripts/benchmark_int8_products.py                 # size base, rows 1 5 32 160
     python scripts/benchmark_int8_products.py --size small --rows 32 --threads 2
@@ -33,7 +34,12 @@ from transformer.marian_reference import SIZES, model_config
 from transformer.tokenizer import BOS_ID
 
 # --searches: each way of choosing the kernel, as its Int8Linear.qlinear_from (None: linear_dynamic for every batch)
-RULES = {"linear_dynamic": None, "qlinear": 0, f"ours (qlinear from {QLINEAR_FROM})": QLINEAR_FROM}
+# and whether one sentence's steps run int8 weights with bf16 activations (where they can: `weight_only_available`)
+RULES = {
+    "linear_dynamic": (None, False),
+    "qlinear": (0, False),
+    f"ours (qlinear from {QLINEAR_FROM}, one sentence: int8 weights, bf16 activations)": (QLINEAR_FROM, True),
+}
 
 
 class IntMM(nn.Module):
@@ -94,14 +100,15 @@ def compare_products(args: argparse.Namespace) -> None:
             print(f"| {rows} | {name} {k}×{n} | {cells} | {ratios} |")
 
 
-def ruled_searches(model: nn.Module, rule: int | None, search: Callable, batches: tuple[Tensor, ...]) -> Callable:
+def ruled_searches(model: nn.Module, rule: tuple, search: Callable, batches: tuple[Tensor, ...]) -> Callable:
     """A run of `search(model, src)` over `batches`, every int8 product of `model` choosing its kernel by `rule`
-    (`Int8Linear.qlinear_from`)."""
+    (`Int8Linear.qlinear_from`, and whether it may run `weight_only_product`)."""
     products = [m for m in model.modules() if isinstance(m, Int8Linear)]
 
     def run() -> list:
+        qlinear_from, weight_only = rule
         for product in products:
-            product.qlinear_from = rule
+            product.qlinear_from, product.weight_only = qlinear_from, weight_only and product.weight_only_runs()
         return [search(model, src) for src in batches]
 
     return run

@@ -88,8 +88,10 @@ def test_bf16_and_int8_stay_close_to_fp32(trained, precision):
 
 
 @needs_x86
-@pytest.mark.parametrize("precision, batch", [(p, 6) for p in PRECISIONS] + [("int8", kernels.QLINEAR_FROM)])
-@pytest.mark.parametrize("seed", range(3))  # int8 from QLINEAR_FROM sentences runs its other kernel
+@pytest.mark.parametrize(
+    "precision, batch", [(p, 6) for p in PRECISIONS] + [("int8", 1), ("int8", kernels.QLINEAR_FROM)]
+)
+@pytest.mark.parametrize("seed", range(3))  # int8 runs other kernels for one sentence and from QLINEAR_FROM
 def test_cached_equals_uncached_and_beam_1_equals_greedy(precision, batch, seed):
     model = inference_copy(tiny_model(seed=seed), precision)
     src = torch.randint(3, 40, (batch, 7), generator=torch.Generator().manual_seed(seed))
@@ -103,14 +105,16 @@ def test_cached_equals_uncached_and_beam_1_equals_greedy(precision, batch, seed)
 @needs_x86
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_a_sentence_decodes_alone_as_in_its_batch(precision):
-    """int8 scales each row by its own magnitude: a sentence's result does not depend on its neighbours (in a batch
-    below `QLINEAR_FROM`, which runs the kernel a sentence alone runs)."""
+    """int8 scales each row by its own magnitude: a sentence's result does not depend on its neighbours. In int8 the
+    sentence goes beside one other instead of alone: batches of 2 to `QLINEAR_FROM` - 1 run one kernel, a sentence
+    alone another where the CPU has it."""
     model = inference_copy(tiny_model(seed=4), precision)
     src = torch.randint(3, 40, (6, 7), generator=torch.Generator().manual_seed(4))
     batched = greedy(model, src)
     for i in range(len(src)):
-        alone = greedy(model, src[i : i + 1])[0]
-        assert torch.equal(alone, batched[i, : alone.numel()]) and not batched[i, alone.numel() :].any()
+        company = [i] if precision != "int8" else [i, (i + 1) % len(src)]
+        apart = greedy(model, src[company])[0]
+        assert torch.equal(apart, batched[i, : apart.numel()]) and not batched[i, apart.numel() :].any()
 
 
 def row_error_bound(x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
@@ -153,6 +157,28 @@ def test_int8_runs_qlinear_from_its_batch_size_where_the_cpu_has_it_and_both_ker
         assert ((large[:5] - small).abs() <= 2 * row_error_bound(x[:5].flatten(0, 1), layer).view(5, 3, 1)).all()
 
 
+@pytest.mark.skipif(not kernels.weight_only_available(), reason="one sentence's int8 kernel does not run on this CPU")
+def test_one_sentences_steps_run_int8_weights_with_bf16_activations_but_not_the_products_once_a_source():
+    g = torch.Generator().manual_seed(0)
+    layer = torch.nn.Linear(32, 40)
+    x = torch.randn(1, 5, 32, generator=g) * torch.logspace(-3, 3, 5)[:, None]  # one sentence, five positions
+    int8 = Int8Linear.of(layer)
+    with torch.inference_mode():
+        out = int8(x)
+        assert int8.w_int8 is not None and int8.packed is None and int8.qpacked is None
+        assert ((out[0] - F.linear(x[0], layer.weight, layer.bias)).abs() <= row_error_bound(x[0], layer)).all()
+        assert all(torch.equal(int8(x[:, i : i + 1])[0, 0], out[0, i]) for i in range(5))  # a row is its own
+        two = int8(x.expand(2, 5, 32))  # two sentences: the other kernels
+        assert int8.packed is not None or int8.qpacked is not None
+        assert ((two[1] - out[0]).abs() <= 2 * row_error_bound(x[0], layer)).all()
+    copy = inference_copy(tiny_model(), "int8")
+    once = {m for layer in copy.encoder for m in layer.modules()}
+    once |= {attention.kv_proj for layer in copy.decoder for attention in (layer.self_attn, layer.cross_attn)}
+    products = [m for m in copy.modules() if isinstance(m, Int8Linear)]
+    assert all(m.weight_only != (m in once) for m in products)
+    assert not Int8Linear.of(torch.nn.Linear(24, 8)).weight_only  # the kernel reads K in blocks of 16
+
+
 def test_weights_are_quantized_once_per_kernel_and_copy(monkeypatch):
     if not kernels.int8_available():
         pytest.skip("no x86 int8 engine on this CPU")
@@ -163,11 +189,11 @@ def test_weights_are_quantized_once_per_kernel_and_copy(monkeypatch):
     model = inference_copy(tiny_model(), "int8")
     src = torch.randint(3, 40, (4, 6), generator=torch.Generator().manual_seed(0))
     large = src.repeat(kernels.QLINEAR_FROM, 1)  # int8's other kernel, where the CPU has it
-    greedy(model, src), greedy(model, large)
+    greedy(model, src), greedy(model, large), greedy(model, src[:1])  # src[:1]: one sentence's kernel, where it runs
     modules = [m for m in model.modules() if isinstance(m, Int8Linear)]
-    packed = sum(m.packed is not None for m in modules) + sum(m.qpacked is not None for m in modules)
+    packed = sum((m.packed is not None) + (m.qpacked is not None) + (m.w_int8 is not None) for m in modules)
     assert len(calls) == packed > 0
-    greedy(model, src), greedy(model, src[:2]), greedy(model, large)
+    greedy(model, src), greedy(model, src[:2]), greedy(model, large), greedy(model, src[1:2])
     assert len(calls) == packed
 
 
@@ -338,12 +364,17 @@ def test_the_int8_benchmark_times_each_search_with_the_kernel_its_rule_names(mon
     torch.manual_seed(0)
     model = inference_copy(tiny_model(vocab=30), "int8")
     products = [m for m in model.modules() if isinstance(m, Int8Linear)]
-    batches = torch.randint(3, 30, (4, 5)).split(2)
+    batches = torch.randint(3, 30, (5, 5)).split([2, 2, 1])
     search = module.search_call("greedy", bos_id=1, eos_id=2, max_len=6)
+    dynamic_rule, qlinear_rule, ours_rule = module.RULES.values()
     with torch.inference_mode():
-        dynamic = module.ruled_searches(model, None, search, batches)()
+        dynamic = module.ruled_searches(model, dynamic_rule, search, batches)()
         ran = [p for p in products if p.packed is not None]  # q/k/v fused: some products never run
-        assert ran and all(p.qpacked is None for p in products)
-        qlinear = module.ruled_searches(model, 0, search, batches)()
+        assert ran and all(p.qpacked is None and p.w_int8 is None for p in products)
+        qlinear = module.ruled_searches(model, qlinear_rule, search, batches)()
         assert all(p.qpacked is not None for p in ran) and all(p.qlinear_from == 0 for p in products)
-    assert [out.shape for out in qlinear] == [out.shape for out in dynamic] == [(2, 6)] * 2
+        assert all(p.w_int8 is None for p in products)
+        module.ruled_searches(model, ours_rule, search, batches)()
+        steps = [p for p in ran if not p.per_source]  # one sentence's steps run int8 weights, where the CPU can
+        assert all((p.w_int8 is not None) == kernels.weight_only_available() for p in steps)
+    assert [out.shape for out in qlinear] == [out.shape for out in dynamic] == [(2, 6), (2, 6), (1, 6)]

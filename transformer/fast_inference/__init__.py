@@ -55,7 +55,10 @@ def _swapped(module: nn.Module, linear: LinearKernel) -> nn.Module:
         return PackedAttention.of(module, linear)  # keep their own code with their nn.Linear maps swapped one by one
     if type(module) is FeedForward:
         return _recast(module, FusedFeedForward, {"fc1": linear(module.fc1, relu=True), "fc2": linear(module.fc2)})
-    children = {name: None if child is None else _swapped(child, linear) for name, child in module._modules.items()}
+    children = {}
+    for name, child in module._modules.items():
+        kernel = partial(linear, per_source=True) if name == "encoder" else linear  # it runs once a source
+        children[name] = None if child is None else _swapped(child, kernel)
     return _recast(module, type(module), children)
 
 

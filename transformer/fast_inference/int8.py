@@ -1,10 +1,15 @@
-"""Int8 linear maps: weights in int8 with one scale per output row, activations quantized per row at each call.
+"""Int8 linear maps: weights in int8 with one scale per output row, activations quantized per row at each call
+(or, in one sentence's decoding steps, kept in bf16).
 
 Each row is quantized on its own scale, as CTranslate2's per-row scales do, so that a row's result never depends on
 the other rows of the call: a sentence on the sentences beside it, a cached step on the prefix an uncached one
 recomputes. The products accumulate in int32, exactly; the row's scale and the bias are applied to the fp32 result.
-Two of PyTorch's kernels do the products, chosen by the batch (the input's leading dimension: sentences or
+Three of PyTorch's kernels do the products, chosen by the batch (the input's leading dimension: sentences or
 hypotheses, the same for a cached and an uncached step):
+- one sentence's decoding steps (greedy at batch 1), where torch runs AVX-512 kernels: `_weight_int8pack_mm`, the
+  int8 weights times the activations in bf16 (not quantized), one call a product: 1.2-1.8× a whole greedy search
+  at batch 1 (docs/speed.md). It is slow for many rows, so the products run once per source (`per_source`) do not
+  take it.
 - below `QLINEAR_FROM`, `quantized::linear_dynamic` (fbgemm, or oneDNN with VNNI). It quantizes its input with one
   scale for the whole tensor, so each row is divided by its largest magnitude first and two rows of +1s and -1s are
   appended: the tensor's range is then [-1, 1] whatever the batch, its one scale the same for every call.
@@ -12,8 +17,8 @@ hypotheses, the same for a cached and an uncached step):
   activations (each row rounded to [-127, 127] steps of its own scale, plus 128) with a weight packed once: 6-13%
   faster a `base` search at batch 32 (level at `small`), slower than `linear_dynamic` at a few rows, where its
   per-call cost dominates (docs/speed.md#int8-products-by-batch-size-zen-4-2026-11-29).
-The two round a row alike up to one int8 step, so a sentence in a batch of `QLINEAR_FROM` or more may differ from it
-decoded alone by that rounding (fp32 and bf16 give the same bits either way).
+The kernels round a row differently (by up to one int8 step), so a sentence decoded alone or in a batch of
+`QLINEAR_FROM` or more may differ from it decoded in a batch between (fp32 and bf16 give the same bits either way).
 """
 
 import warnings
@@ -21,7 +26,14 @@ import warnings
 import torch
 from torch import Tensor
 
-from transformer.fast_inference.kernels import QLINEAR_FROM, int8_engine, qlinear_available, reduce_range
+from transformer.fast_inference.kernels import (
+    QLINEAR_FROM,
+    WEIGHT_ONLY_BLOCK,
+    int8_engine,
+    qlinear_available,
+    reduce_range,
+    weight_only_available,
+)
 from transformer.fast_inference.packed import FusedLinear
 
 LEVELS = 127  # int8 weights in [-127, 127]: symmetric, zero point 0
@@ -54,8 +66,11 @@ class Int8Linear(FusedLinear):
     """A `FusedLinear` in int8 (see the module's docstring), its weight quantized and packed for a kernel at that
     kernel's first use."""
 
-    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu: bool = False):
-        super().__init__(weights, biases, relu)
+    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu: bool = False, per_source=False):
+        super().__init__(weights, biases, relu, per_source)
+        self.weight_only = self.weight_only_runs()  # one sentence's steps: `weight_only_product`
+        self.w_int8: Tensor | None = None  # its int8 weight (N, K) and bf16 scales (N,)
+        self.w_scales: Tensor | None = None
         self.reduce_range = reduce_range()
         self.packed = None  # linear_dynamic's packed weight (a torch.ScriptObject)
         self.sentinel: Tensor | None = None
@@ -68,9 +83,14 @@ class Int8Linear(FusedLinear):
         if self.weight is None:
             self._fuse()
         rows = x.reshape(-1, x.size(-1))  # (N, K)
-        qlinear = self.qlinear_from is not None and x.size(0) >= self.qlinear_from
-        y, scale = self.qlinear(rows) if qlinear else self.dynamic(rows)  # (N, out) in units of scale (N, 1)
-        y = y * scale if self.bias is None else torch.addcmul(self.bias, y, scale)
+        if self.weight_only and x.size(0) == 1:
+            y = self.weight_only_product(rows)
+            if self.bias is not None:
+                y += self.bias
+        else:
+            qlinear = self.qlinear_from is not None and x.size(0) >= self.qlinear_from
+            y, scale = self.qlinear(rows) if qlinear else self.dynamic(rows)  # (N, out) in units of scale (N, 1)
+            y = y * scale if self.bias is None else torch.addcmul(self.bias, y, scale)
         if self.relu:
             y = y.relu_()
         return y.view(*x.shape[:-1], y.size(-1))
@@ -101,3 +121,18 @@ class Int8Linear(FusedLinear):
             u8, 1.0, U8_ZERO, self.qpacked, self.qscales, self.qzeros, None, 1.0, 0, torch.float32, "none", [], ""
         )
         return y, step
+
+    def weight_only_runs(self) -> bool:
+        """Whether `weight_only_product` may run this product: a step's (not `per_source`), where the CPU runs it, with
+        K a multiple of the kernel's block."""
+        k = self.parts[0][0].size(1)
+        return weight_only_available() and not self.per_source and k % WEIGHT_ONLY_BLOCK == 0
+
+    def weight_only_product(self, rows: Tensor) -> Tensor:
+        """`rows` (N, K) in bf16 times the int8 weight through `_weight_int8pack_mm`, in fp32, without the bias."""
+        if self.w_int8 is None:
+            weight = quantized_weight(self.weight)
+            self.w_scales = weight.q_per_channel_scales().bfloat16()  # (N,), each within 2^-9 of its fp32 value
+            self.w_int8 = weight.int_repr()
+        aligned = rows.to(torch.bfloat16, copy=True)  # a fresh tensor: the kernel's loads need its alignment
+        return torch.ops.aten._weight_int8pack_mm(aligned, self.w_int8, self.w_scales).float()

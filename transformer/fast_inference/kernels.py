@@ -71,12 +71,25 @@ def qlinear_available() -> bool:
     return onednn() and _has("vnni") and hasattr(torch.ops.onednn, "qlinear_pointwise")
 
 
+WEIGHT_ONLY_BLOCK = 16  # `_weight_int8pack_mm` on AVX-512 reads K in aligned blocks of 16, with no remainder
+
+
+@functools.cache
+def weight_only_available() -> bool:
+    """Whether `_weight_int8pack_mm` (int8 weights, bf16 activations) runs torch's AVX-512 kernel here, where it was
+    measured (docs/speed.md); elsewhere `linear_dynamic` does its products."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    return X86_64 and capability == "AVX512" and hasattr(torch.ops.aten, "_weight_int8pack_mm")
+
+
 def int8_kernels() -> str:
     """The int8 products that run here, as the log names them."""
-    dynamic = f"{int8_backend()} linear_dynamic"
-    if not qlinear_available():
-        return dynamic
-    return f"oneDNN qlinear for batches of {QLINEAR_FROM} or more, {dynamic} below"
+    kernels = f"{int8_backend()} linear_dynamic"
+    if qlinear_available():
+        kernels = f"oneDNN qlinear for batches of {QLINEAR_FROM} or more, {kernels} below"
+    if weight_only_available():
+        kernels += "; a one-sentence step: int8 weights with bf16 activations"
+    return kernels
 
 
 def reduce_range() -> bool:

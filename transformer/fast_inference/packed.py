@@ -35,11 +35,13 @@ def packable(x: Tensor, weight: Tensor) -> bool:
 
 class FusedLinear(nn.Module):
     """x @ Wᵀ + b, then ReLU if `relu`, for W, b the row-wise concatenation of `weights`/`biases`; the kernels of
-    the subclasses prepare the weight at its first use (a fused product may never be used)."""
+    the subclasses prepare the weight at its first use (a fused product may never be used). `per_source`: a product
+    run once per source sentence on all its positions (the encoder's, cross-attention's keys and values), never in a
+    decoding step."""
 
-    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu: bool = False):
+    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu: bool = False, per_source=False):
         super().__init__()
-        self.parts, self.relu = (weights, biases), relu
+        self.parts, self.relu, self.per_source = (weights, biases), relu, per_source
         self.weight: Tensor | None = None
         self.bias: Tensor | None = None
 
@@ -62,15 +64,15 @@ class FusedLinear(nn.Module):
         return F.relu(y) if self.relu else y
 
 
-LinearKernel = Callable[..., FusedLinear]  # `FusedLinear.of` of a kernel: (*linears, relu=False) -> its module
+LinearKernel = Callable[..., FusedLinear]  # a kernel's `FusedLinear.of`: (*linears, relu=, per_source=) -> its module
 
 
 class PackedLinear(FusedLinear):
     """A `FusedLinear` through a oneDNN weight packed at first use, in `dtype` (default: the weight's own); a
     bf16 product of fp32 inputs takes them in bf16 and gives fp32 back."""
 
-    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu: bool = False, dtype=None):
-        super().__init__(weights, biases, relu)
+    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu=False, per_source=False, dtype=None):
+        super().__init__(weights, biases, relu, per_source)
         self.dtype = dtype
         self.packed: Tensor | None = None
         self.packed_bias: Tensor | None = None
@@ -110,7 +112,7 @@ class PackedAttention(DotAttention):
             "q_proj": linear(q),
             "out_proj": linear(attention.out_proj),
             "qkv_proj": linear(q, k, v),
-            "kv_proj": linear(k, v),
+            "kv_proj": linear(k, v, per_source=True),
         }
         return packed
 
