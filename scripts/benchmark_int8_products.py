@@ -34,11 +34,12 @@ from transformer.marian_reference import SIZES, model_config
 from transformer.tokenizer import BOS_ID
 
 # --searches: each way of choosing the kernel, as its Int8Linear.qlinear_from (None: linear_dynamic for every batch)
-# and whether one sentence's steps run int8 weights with bf16 activations (where they can: `weight_only_available`)
+# and whether one sentence's steps run int8 weights with bf16 activations (where they can: `weight_only_runs`); ours
+# is what an inference copy does: qlinear from QLINEAR_FROM sentences or hypotheses, int8 weights for one sentence
 RULES = {
     "linear_dynamic": (None, False),
     "qlinear": (0, False),
-    f"ours (qlinear from {QLINEAR_FROM}, one sentence: int8 weights, bf16 activations)": (QLINEAR_FROM, True),
+    "ours": (QLINEAR_FROM, True),
 }
 
 

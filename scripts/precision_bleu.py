@@ -8,6 +8,7 @@ presets. Sentences per second are printed beside each score (one run each: measu
 
     python scripts/precision_bleu.py outputs/RUN                        # test_2016_flickr
     python scripts/precision_bleu.py outputs/RUN --split val --json     # ... and a JSON last line
+    python scripts/precision_bleu.py outputs/RUN --batch 1              # one sentence at a time (int8's own kernel)
 """
 
 import argparse
@@ -24,7 +25,7 @@ import torch
 
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
-from transformer.config import InferencePrecision, choices
+from transformer.config import DecodingConfig, InferencePrecision, choices
 from transformer.corpus import fetch, read_parallel
 from transformer.fast_inference.kernels import cpu_isa, runs
 from transformer.results import decoding
@@ -33,18 +34,24 @@ from transformer.translator import TextTranslator, Translator
 STRATEGIES = {"greedy": "greedy", "beam": "beam:beam_size=5"}  # name -> configs/decoding preset and overrides
 
 
-def ours(ckpt) -> Iterator[tuple[str, str, str, TextTranslator]]:
+def preset(spec: str, batch: int) -> DecodingConfig:
+    """The decoding settings of `spec` (a `STRATEGIES` value), with `batch` sentences a batch (0: the preset's)."""
+    cfg = decoding(spec, Path(CONFIG_PATH))
+    return replace(cfg, batch_size=batch) if batch else cfg
+
+
+def ours(ckpt, batch: int) -> Iterator[tuple[str, str, str, TextTranslator]]:
     """(engine, precision, strategy, translator) of our engine in each precision this CPU runs as itself (made one
     at a time: CTranslate2 comes after, since a process that has run it runs torch slower)."""
     for precision in choices(InferencePrecision):
         if runs(precision) != precision:
             continue
         for strategy, spec in STRATEGIES.items():
-            cfg = replace(decoding(spec, Path(CONFIG_PATH)), precision=precision)
+            cfg = replace(preset(spec, batch), precision=precision)
             yield "ours", precision, strategy, Translator(ckpt.model, ckpt.tokenizer, cfg)
 
 
-def ctranslate2(ckpt, folder: Path) -> Iterator[tuple[str, str, str, TextTranslator]]:
+def ctranslate2(ckpt, folder: Path, batch: int) -> Iterator[tuple[str, str, str, TextTranslator]]:
     """The same for CTranslate2 float32 and int8 on `ckpt` exported to `folder`; nothing without ctranslate2."""
     try:
         from transformer.cli.export import export
@@ -55,7 +62,7 @@ def ctranslate2(ckpt, folder: Path) -> Iterator[tuple[str, str, str, TextTransla
     threads = torch.get_num_threads()
     for compute_type in ("float32", "int8"):
         for strategy, spec in STRATEGIES.items():
-            cfg = decoding(spec, Path(CONFIG_PATH))
+            cfg = preset(spec, batch)
             translator = CTranslate2Translator(str(folder), cfg, compute_type=compute_type, intra_threads=threads)
             yield "ctranslate2", compute_type, strategy, translator
 
@@ -66,6 +73,7 @@ def main() -> None:
     parser.add_argument("--split", default="test_2016_flickr", help="a split of the checkpoint's corpus")
     parser.add_argument("--sentences", type=int, default=0, help="the first N pairs only; 0 = all")
     parser.add_argument("--threads", type=int, default=0, help="torch (and CTranslate2) threads; 0 = torch's default")
+    parser.add_argument("--batch", type=int, default=0, help="sentences a batch; 0 = the presets' (64, 32)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     args = parser.parse_args()
     if args.threads:
@@ -74,11 +82,13 @@ def main() -> None:
     pairs = list(read_parallel(fetch(ckpt.config.data, [args.split])[args.split]))
     pairs = pairs[: args.sentences or len(pairs)]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    print(f"{args.checkpoint}, {args.split} ({len(pairs)} sentences), {cpu_isa()}, {torch.get_num_threads()} threads")
+    batch, threads = f"batch {args.batch}" if args.batch else "the presets' batches", torch.get_num_threads()
+    print(f"{args.checkpoint}, {args.split} ({len(pairs)} sentences), {batch}, {cpu_isa()}, {threads} threads")
     print(f"{'engine':12} {'precision':9} {'strategy':8} {'BLEU':>6} {'sent/s':>7}")
     records = []
     with tempfile.TemporaryDirectory(prefix="precision_bleu_") as tmp:
-        for engine, precision, strategy, translator in chain(ours(ckpt), ctranslate2(ckpt, Path(tmp) / "ct2")):
+        engines = chain(ours(ckpt, args.batch), ctranslate2(ckpt, Path(tmp) / "ct2", args.batch))
+        for engine, precision, strategy, translator in engines:
             start = time.perf_counter()
             hyps = translator.translate(sources)
             speed = len(sources) / (time.perf_counter() - start)
@@ -86,7 +96,8 @@ def main() -> None:
             print(f"{engine:12} {precision:9} {strategy:8} {bleu:6.2f} {speed:7.1f}")
             records.append(dict(engine=engine, precision=precision, strategy=strategy, bleu=bleu, sent_per_s=speed))
     if args.json:
-        print(json.dumps({"checkpoint": args.checkpoint, "split": args.split, "cpu": cpu_isa(), "records": records}))
+        summary = {"checkpoint": args.checkpoint, "split": args.split, "batch": args.batch, "cpu": cpu_isa()}
+        print(json.dumps({**summary, "records": records}))
 
 
 if __name__ == "__main__":
