@@ -139,11 +139,11 @@ def test_local_cache_slides_and_stays_bounded():
     whole = model.decode(tgt, memory, mask)
     cache = model.init_cache(memory, 1, 64)
     steps = [model.decode(tgt[:, t : t + 1], memory, mask, cache) for t in range(12)]
-    assert cache.buffer.size(3) == 6 and cache.filled <= 6 and cache.length == 12
+    assert cache.buffer.size(2) == 6 and cache.filled <= 6 and cache.length == 12
     steps.append(model.decode(tgt[:, 12:], memory, mask, cache))  # 8 new positions: more than the buffer holds
     torch.testing.assert_close(torch.cat(steps, dim=1), whole, atol=1e-5, rtol=1e-5)
     dot_cache = model_with().init_cache(memory, 1, 64)
-    assert dot_cache.buffer.size(3) == 64  # the whole prefix for every other variant
+    assert dot_cache.buffer.size(2) == 64  # the whole prefix for every other variant
 
 
 @pytest.mark.parametrize("use", ["encoder", "cross"])

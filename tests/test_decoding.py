@@ -145,14 +145,14 @@ def test_cache_reorder_keeps_the_rows_asked_for(seed):
     g = torch.Generator().manual_seed(seed)
     cross = torch.zeros(2, 1, 3, 2)  # 2 sentences, 1 head, 3 source positions, head size 2
     cache = DecoderCache([(cross, cross)], group=1, max_len=5)
-    expected = torch.randn(2, 2, 1, 1, 2, generator=g)  # (rows, 2·layers, H, filled, Dh)
-    cache.buffer[:, :, :, :1] = expected
+    expected = torch.randn(2, 2, 1, 1, 2, generator=g)  # (rows, 2·layers, filled, H, Dh)
+    cache.buffer[:, :, :1] = expected
     cache.advance()
     fan_out, shuffle = torch.tensor([0, 0, 0, 1, 1, 1]), torch.randint(0, 6, (6,), generator=g)
     for rows in (fan_out, shuffle, torch.arange(6), torch.randint(0, 6, (3,), generator=g)):
         expected = expected.index_select(0, rows)
         cache.reorder(rows)
-        torch.testing.assert_close(cache.buffer[: cache.rows, :, :, : cache.filled], expected, rtol=0, atol=0)
+        torch.testing.assert_close(cache.buffer[: cache.rows, :, : cache.filled], expected, rtol=0, atol=0)
 
 
 def assert_beam_one_equals_greedy(model, src):
