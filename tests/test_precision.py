@@ -39,8 +39,10 @@ def fresh_kernel_choice():
     """Each test sees the kernel choice (and its one log line) made afresh."""
     kernels.runs.cache_clear()
     kernels.not_applied.cache_clear()
+    kernels.weight_only_available.cache_clear()
     yield
     kernels.runs.cache_clear()
+    kernels.weight_only_available.cache_clear()
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +179,13 @@ def test_one_sentences_steps_run_int8_weights_with_bf16_activations_but_not_the_
     products = [m for m in copy.modules() if isinstance(m, Int8Linear)]
     assert all(m.weight_only != (m in once) for m in products)
     assert not Int8Linear.of(torch.nn.Linear(24, 8)).weight_only  # the kernel reads K in blocks of 16
+
+
+@pytest.mark.parametrize("capability, vectorised", [("AVX512", True), ("AVX2", True), ("DEFAULT", False)])
+def test_one_sentences_int8_kernel_runs_only_where_torch_vectorises_it(capability, vectorised, monkeypatch):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    assert kernels.weight_only_available() == (vectorised and kernels.X86_64)
+    assert "int8 weights with bf16 activations" in kernels.int8_kernels() or not kernels.weight_only_available()
 
 
 def test_weights_are_quantized_once_per_kernel_and_copy(monkeypatch):

@@ -6,10 +6,10 @@ the other rows of the call: a sentence on the sentences beside it, a cached step
 recomputes. The products accumulate in int32, exactly; the row's scale and the bias are applied to the fp32 result.
 Three of PyTorch's kernels do the products, chosen by the batch (the input's leading dimension: sentences or
 hypotheses, the same for a cached and an uncached step):
-- one sentence's decoding steps (greedy at batch 1), where torch runs AVX-512 kernels: `_weight_int8pack_mm`, the
-  int8 weights times the activations in bf16 (not quantized), one call a product: 1.2-1.8× a whole greedy search
-  at batch 1 (docs/speed.md). It is slow for many rows, so the products run once per source (`per_source`) do not
-  take it.
+- one sentence's decoding steps (greedy at batch 1), where torch's kernels are AVX2 or AVX-512:
+  `_weight_int8pack_mm`, the int8 weights times the activations in bf16 (not quantized), one call a product:
+  1.2-1.8× a whole greedy search at batch 1 (docs/speed.md). It is slow for many rows, so the products run once per
+  source (`per_source`) do not take it.
 - below `QLINEAR_FROM`, `quantized::linear_dynamic` (fbgemm, or oneDNN with VNNI). It quantizes its input with one
   scale for the whole tensor, so each row is divided by its largest magnitude first and two rows of +1s and -1s are
   appended: the tensor's range is then [-1, 1] whatever the batch, its one scale the same for every call.

@@ -71,15 +71,15 @@ def qlinear_available() -> bool:
     return onednn() and _has("vnni") and hasattr(torch.ops.onednn, "qlinear_pointwise")
 
 
-WEIGHT_ONLY_BLOCK = 16  # `_weight_int8pack_mm` on AVX-512 reads K in aligned blocks of 16, with no remainder
+WEIGHT_ONLY_BLOCK = 16  # `_weight_int8pack_mm` reads K in aligned blocks (16 on AVX-512, 8 on AVX2), no remainder
 
 
 @functools.cache
 def weight_only_available() -> bool:
-    """Whether `_weight_int8pack_mm` (int8 weights, bf16 activations) runs torch's AVX-512 kernel here, where it was
-    measured (docs/speed.md); elsewhere `linear_dynamic` does its products."""
+    """Whether `_weight_int8pack_mm` (int8 weights, bf16 activations) runs a vectorised kernel of torch's here (AVX2
+    or AVX-512; docs/speed.md); elsewhere, a scalar loop: `linear_dynamic` does its products."""
     capability = torch.backends.cpu.get_cpu_capability()
-    return X86_64 and capability == "AVX512" and hasattr(torch.ops.aten, "_weight_int8pack_mm")
+    return X86_64 and capability in ("AVX2", "AVX512") and hasattr(torch.ops.aten, "_weight_int8pack_mm")
 
 
 def int8_kernels() -> str:
