@@ -10,7 +10,7 @@ runs every layer's product in turn, reads them from memory). `--searches` times 
 instead (greedy and beam 5 on random sources, EOS disabled, as benchmark_decoding.py does), each way of choosing the
 kernel in turn in one process: linear_dynamic for every batch, qlinear for every batch, and ours (qlinear from
 `QLINEAR_FROM` sentences or hypotheses on, and for one sentence's steps int8 weights with bf16 activations,
-`_weight_int8pack_mm`, where torch runs it with AVX-512).
+`_weight_int8pack_mm`, where torch runs it with AVX2 or AVX-512).
 
     python scripts/benchmark_int8_products.py                 # size base, rows 1 5 32 160
     python scripts/benchmark_int8_products.py --size small --rows 32 --threads 2
@@ -101,7 +101,7 @@ def compare_products(args: argparse.Namespace) -> None:
             print(f"| {rows} | {name} {k}×{n} | {cells} | {ratios} |")
 
 
-def ruled_searches(model: nn.Module, rule: tuple, search: Callable, batches: tuple[Tensor, ...]) -> Callable:
+def ruled_searches(model: nn.Module, rule: tuple[int | None, bool], search: Callable, batches: tuple) -> Callable:
     """A run of `search(model, src)` over `batches`, every int8 product of `model` choosing its kernel by `rule`
     (`Int8Linear.qlinear_from`, and whether it may run `weight_only_product`)."""
     products = [m for m in model.modules() if isinstance(m, Int8Linear)]

@@ -194,7 +194,8 @@ def count_lines(path: Path) -> int:
 
 
 def read_parallel(files: ParallelFiles, skipped: list[int] | None = None) -> Iterator[tuple[str, str]]:
-    """Aligned (source, target) pairs; pairs with an empty side are skipped and their line numbers put in `skipped`."""
+    """Aligned (source, target) pairs, each side stripped; pairs with an empty side are skipped and their line numbers
+    put in `skipped`."""
     for number, (src, tgt) in enumerate(zip_longest(read_lines(files.src), read_lines(files.tgt)), start=1):
         if src is None or tgt is None:
             raise UserError(

@@ -3,7 +3,8 @@
 
 Each row is quantized on its own scale, as CTranslate2's per-row scales do, so that a row's result never depends on
 the other rows of the call: a sentence on the sentences beside it, a cached step on the prefix an uncached one
-recomputes. The products accumulate in int32, exactly; the row's scale and the bias are applied to the fp32 result.
+recomputes. The quantized products accumulate in int32, exactly; the row's scale and the bias are applied to the
+fp32 result.
 Three of PyTorch's kernels do the products, chosen by the batch (the input's leading dimension: sentences or
 hypotheses, the same for a cached and an uncached step):
 - one sentence's decoding steps (greedy at batch 1), where torch's kernels are AVX2 or AVX-512:
