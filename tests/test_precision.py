@@ -159,6 +159,25 @@ def test_int8_runs_qlinear_from_its_batch_size_where_the_cpu_has_it_and_both_ker
         assert ((large[:5] - small).abs() <= 2 * row_error_bound(x[:5].flatten(0, 1), layer).view(5, 3, 1)).all()
 
 
+@pytest.mark.parametrize("qlinear_from", [None, 0])  # linear_dynamic, qlinear
+def test_a_relus_output_is_rounded_twice_as_finely(qlinear_from):
+    if not kernels.int8_available() or (qlinear_from == 0 and not kernels.qlinear_available()):
+        pytest.skip("this int8 kernel does not run on this CPU")
+    g = torch.Generator().manual_seed(0)
+    layer = torch.nn.Linear(256, 64)
+    x = torch.randn(kernels.QLINEAR_FROM + 8, 256, generator=g).relu()  # never negative, as after fc1's ReLU
+    error = {}
+    for after_relu in (False, True):
+        int8 = Int8Linear.of(layer, after_relu=after_relu)
+        int8.qlinear_from, int8.weight_only = qlinear_from, False
+        with torch.inference_mode():
+            error[after_relu] = (int8(x) - F.linear(x, layer.weight, layer.bias)).abs().mean()
+    assert error[True] < 0.7 * error[False]  # half the activation's rounding; the weight's stays
+    copy = inference_copy(tiny_model(), "int8")
+    relu_inputs = {name for name, m in copy.named_modules() if isinstance(m, Int8Linear) and m.after_relu}
+    assert relu_inputs == {name for name, _ in copy.named_modules() if name.endswith("ff.fc2")} != set()
+
+
 @pytest.mark.skipif(not kernels.weight_only_available(), reason="one sentence's int8 kernel does not run on this CPU")
 def test_one_sentences_steps_run_int8_weights_with_bf16_activations_but_not_the_products_once_a_source():
     g = torch.Generator().manual_seed(0)

@@ -54,7 +54,8 @@ def _swapped(module: nn.Module, linear: LinearKernel) -> nn.Module:
     if type(module) is DotAttention:  # fused q/k/v only where the projections are known; other variants
         return PackedAttention.of(module, linear)  # keep their own code with their nn.Linear maps swapped one by one
     if type(module) is FeedForward:
-        return _recast(module, FusedFeedForward, {"fc1": linear(module.fc1, relu=True), "fc2": linear(module.fc2)})
+        products = {"fc1": linear(module.fc1, relu=True), "fc2": linear(module.fc2, after_relu=True)}
+        return _recast(module, FusedFeedForward, products)
     children = {}
     for name, child in module._modules.items():
         kernel = partial(linear, per_source=True) if name == "encoder" else linear  # it runs once a source

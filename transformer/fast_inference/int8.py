@@ -18,6 +18,9 @@ hypotheses, the same for a cached and an uncached step):
   activations (each row rounded to [-127, 127] steps of its own scale, plus 128) with a weight packed once: 6-13%
   faster a `base` search at batch 32 (level at `small`), slower than `linear_dynamic` at a few rows, where its
   per-call cost dominates (docs/speed.md#int8-products-by-batch-size-zen-4-2026-11-29).
+The feed-forward's second product takes a ReLU's output, never negative (`after_relu`): its rows are rounded to
+[0, 255] steps of their largest value, zero point 0 (linear_dynamic's sentinel rows span [0, 1]), half the step of a
+row of either sign, on the same kernels.
 The kernels round a row differently (by up to one int8 step), so a sentence decoded alone or in a batch of
 `QLINEAR_FROM` or more may differ from it decoded in a batch between (fp32 and bf16 give the same bits either way).
 """
@@ -39,6 +42,7 @@ from transformer.fast_inference.packed import FusedLinear
 
 LEVELS = 127  # int8 weights in [-127, 127]: symmetric, zero point 0
 U8_ZERO = 128  # the zero point of qlinear's u8 activations: a row's steps in [-127, 127] become [1, 255]
+U8_LEVELS = 255  # a ReLU's output, never negative, takes u8 steps in [0, 255], zero point 0: twice as fine
 TINY = torch.finfo(torch.float32).tiny  # the scale of a row of zeros
 
 
@@ -56,10 +60,10 @@ def quantized_weight(weight: Tensor) -> Tensor:
         return torch.quantize_per_channel(weight.detach().float(), scale, zero, 0, torch.qint8)
 
 
-def row_steps(rows: Tensor) -> tuple[Tensor, Tensor]:
-    """`rows` (N, K) in steps of each row's own int8 scale (its largest magnitude over 127), not yet rounded, and
+def row_steps(rows: Tensor, levels: int = LEVELS) -> tuple[Tensor, Tensor]:
+    """`rows` (N, K) in steps of each row's own scale (its largest magnitude over `levels`), not yet rounded, and
     that scale (N, 1)."""
-    step = row_magnitude(rows).div_(LEVELS).clamp_min_(TINY)
+    step = row_magnitude(rows).div_(levels).clamp_min_(TINY)
     return torch.div(rows, step), step
 
 
@@ -67,8 +71,9 @@ class Int8Linear(FusedLinear):
     """A `FusedLinear` in int8 (see the module's docstring), its weight quantized and packed for a kernel at that
     kernel's first use."""
 
-    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu: bool = False, per_source=False):
-        super().__init__(weights, biases, relu, per_source)
+    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], **options):
+        super().__init__(weights, biases, **options)
+        self.levels, self.zero = (U8_LEVELS, 0) if self.after_relu else (LEVELS, U8_ZERO)  # qlinear's u8 activations
         self.weight_only = self.weight_only_runs()  # one sentence's steps: `weight_only_product`
         self.w_int8: Tensor | None = None  # its int8 weight (N, K) and bf16 scales (N,)
         self.w_scales: Tensor | None = None
@@ -100,7 +105,8 @@ class Int8Linear(FusedLinear):
         """`rows` (N, K) times the weight through `linear_dynamic`, in units of each row's magnitude (N, 1)."""
         if self.packed is None:
             k = self.weight.size(1)
-            self.sentinel = torch.cat([torch.ones(1, k), -torch.ones(1, k)])  # (2, K): the range [-1, 1]
+            low = torch.zeros(1, k) if self.after_relu else -torch.ones(1, k)
+            self.sentinel = torch.cat([torch.ones(1, k), low])  # (2, K): the range [-1, 1] (after a ReLU, [0, 1])
             with int8_engine():
                 self.packed = torch.ops.quantized.linear_prepack(quantized_weight(self.weight), None)
         magnitude = row_magnitude(rows).clamp_min_(TINY)  # (N, 1)
@@ -116,10 +122,10 @@ class Int8Linear(FusedLinear):
             self.qscales = weight.q_per_channel_scales().float()
             self.qzeros = torch.zeros(weight.size(0), dtype=torch.long)
             self.qpacked = torch.ops.onednn.qlinear_prepack(weight.int_repr(), None)
-        steps, step = row_steps(rows)
-        u8 = steps.add_(U8_ZERO + 0.5).to(torch.uint8)  # round(x / step) + 128, in [1, 255]
+        steps, step = row_steps(rows, self.levels)
+        u8 = steps.add_(self.zero + 0.5).to(torch.uint8)  # round(x / step) + zero point, in [1, 255] (or [0, 255])
         y = torch.ops.onednn.qlinear_pointwise(
-            u8, 1.0, U8_ZERO, self.qpacked, self.qscales, self.qzeros, None, 1.0, 0, torch.float32, "none", [], ""
+            u8, 1.0, self.zero, self.qpacked, self.qscales, self.qzeros, None, 1.0, 0, torch.float32, "none", [], ""
         )
         return y, step
 

@@ -37,11 +37,13 @@ class FusedLinear(nn.Module):
     """x @ Wᵀ + b, then ReLU if `relu`, for W, b the row-wise concatenation of `weights`/`biases`; the kernels of
     the subclasses prepare the weight at its first use (a fused product may never be used). `per_source`: a product
     run once per source sentence on all its positions (the encoder's, cross-attention's keys and values), never in a
-    decoding step."""
+    decoding step. `after_relu`: its input is a ReLU's output, never negative (int8 rounds it twice as finely)."""
 
-    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu: bool = False, per_source=False):
+    def __init__(
+        self, weights: list[Tensor], biases: list[Tensor | None], relu=False, per_source=False, after_relu=False
+    ):
         super().__init__()
-        self.parts, self.relu, self.per_source = (weights, biases), relu, per_source
+        self.parts, self.relu, self.per_source, self.after_relu = (weights, biases), relu, per_source, after_relu
         self.weight: Tensor | None = None
         self.bias: Tensor | None = None
 
@@ -64,15 +66,15 @@ class FusedLinear(nn.Module):
         return F.relu(y) if self.relu else y
 
 
-LinearKernel = Callable[..., FusedLinear]  # a kernel's `FusedLinear.of`: (*linears, relu=, per_source=) -> its module
+LinearKernel = Callable[..., FusedLinear]  # a kernel's `FusedLinear.of`: (*linears, **FusedLinear's options) -> it
 
 
 class PackedLinear(FusedLinear):
     """A `FusedLinear` through a oneDNN weight packed at first use, in `dtype` (default: the weight's own); a
     bf16 product of fp32 inputs takes them in bf16 and gives fp32 back."""
 
-    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], relu=False, per_source=False, dtype=None):
-        super().__init__(weights, biases, relu, per_source)
+    def __init__(self, weights: list[Tensor], biases: list[Tensor | None], dtype=None, **options):
+        super().__init__(weights, biases, **options)
         self.dtype = dtype
         self.packed: Tensor | None = None
         self.packed_bias: Tensor | None = None
