@@ -184,13 +184,17 @@ def final_count(args: argparse.Namespace) -> tuple[int, str]:
 def final_stages(args: argparse.Namespace, n: int, why: str) -> list[Stage]:
     """The n final models, each trained for its share of --final-minutes; final K (K >= 2) with trainer.seed=K."""
     mode, minutes, stages = MODES[args.mode], args.final_minutes / n, []
+    # A warm start's relaunch resumes by itself (trainer.init_from applies to a run folder's first launch only).
+    start, resume = [f"trainer.init_from={args.parent / mode.first}"], []
+    if not args.warm_start:
+        start, resume = [], ["trainer.resume=true"]
     for k, name in enumerate(numbered("final", n), start=1):
         seed = [f"trainer.seed={k}"] if k > 1 else []  # after the overrides: the models differ whatever they say
         notes = ([f"model {k} of {n}"] if n > 1 else []) + ([why] if why else [])
         which = f" ({'; '.join(notes)})" if notes else ""
-        command = [*training(args, mode.final_experiment, name, minutes, *extra_corpus(args)), *seed]
+        command = [*training(args, mode.final_experiment, name, minutes, *extra_corpus(args), *start), *seed]
         what = f"training {mode.pair} with the synthetic pairs for {minutes:g} min{which}"
-        stages.append(Stage(name, what, command, args.parent / name, ["trainer.resume=true"]))
+        stages.append(Stage(name, what, command, args.parent / name, resume))
     return stages
 
 
@@ -199,11 +203,12 @@ def model_stages(args: argparse.Namespace, finals: tuple[int, str]) -> list[Stag
     mode, parent = MODES[args.mode], args.parent
     mono = args.mono or task2_files(args.data_dir)
     fetch = None if args.mono else lambda: fetch_task2(args.data_dir, args.shared_dir)
+    both = args.warm_start and args.mode == "bt"  # the final's direction too: the model it starts from knows it
     stages = [
         Stage(
             mode.first,
-            f"training en->fr for {args.enfr_minutes:g} min",
-            training(args, "multi30k_cpu_enfr", mode.first, args.enfr_minutes),
+            f"training en->fr{' and fr->en' if both else ''} for {args.enfr_minutes:g} min",
+            training(args, "multi30k_cpu_enfr", mode.first, args.enfr_minutes, *(["data.both_directions=true"] * both)),
             parent / mode.first,
             ["trainer.resume=true"],
         ),
@@ -385,6 +390,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=DECODINGS,
         help=f"how the synthetic side is decoded (default: {per_mode('decoding')})",
     )
+    p.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="the final models start from the en->fr stage's weights and vocabulary (trainer.init_from); in bt that "
+        "stage then learns both directions (data.both_directions)",
+    )
     p.add_argument("--tag", default="", help="a tag for the synthetic corpus, e.g. bt (default: none, chosen on val)")
     p.add_argument("--weight", type=float, default=0.25, help="the synthetic corpus's data.extra_train weight")
     p.add_argument(
@@ -421,6 +432,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.exit(2, f"error: --finals {args.finals}: give 1 or more final models, or auto\n")
     if args.finals != 1 and args.finetune_minutes > 0:
         p.exit(2, "error: --finetune-minutes fine-tunes one final model: give --finals 1 with it\n")
+    if args.warm_start and args.tag:
+        p.exit(2, "error: --warm-start keeps the en->fr model's vocabulary, which has no tags: drop --tag with it\n")
     missing = [str(path) for path in args.mono or [] if not path.is_file()]
     if missing:
         p.exit(2, f"error: --mono {missing[0]} is no file (give the overrides before --mono)\n")

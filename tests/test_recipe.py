@@ -292,3 +292,35 @@ def test_the_run_replans_after_the_en_fr_stage_and_says_why_the_stage_count_chan
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "plan: 4 stages now (--finals auto: en->fr made 48 steps a minute)"
     assert out[1] == "Chosen on val: final"
+
+
+@pytest.mark.slow
+def test_a_warm_start_trains_en_fr_both_ways_and_the_final_starts_from_its_weights(tmp_path):
+    """--warm-start: reverse/ learns both directions (its prepared data holds each corpus reversed too), and final/
+    starts from it (keeping its vocabulary)."""
+    from transformer.checkpoint import load_checkpoint
+
+    _, mono = write_corpus(tmp_path, "mono", 30, seed=9)
+    parent = tmp_path / "bt"
+    args = ["--parent", str(parent), "--warm-start", "--finals", "1", *toy_overrides(tmp_path), "--mono", str(mono)]
+    result = recipe(*args)
+    assert result.returncode == 0, result.stderr + result.stdout
+    commands = json.loads((parent / "pipeline.json").read_text())["stages"]
+    assert "data.both_directions=true" in commands["reverse"]["command"]
+    assert f"trainer.init_from={parent}/reverse" in commands["final"]["command"]
+    prepared = [json.loads(p.read_text()) for p in (tmp_path / "prepared").glob("*/meta.json")]
+    both = [meta for meta in prepared if meta["settings"].get("both_directions")]
+    assert len(both) == 1 and [c["name"] for c in both[0]["corpora"]] == ["files", "files-reversed"]
+    assert both[0]["corpora"][0]["pairs"] == both[0]["corpora"][1]["pairs"] > 0
+    reverse = load_checkpoint(str(parent / "reverse"))
+    final = load_checkpoint(str(parent / "final" / "checkpoints" / "last.safetensors"))
+    assert final.tokenizer.same_models(reverse.tokenizer)
+    assert final.config.data.src_lang == "fr" and reverse.config.data.src_lang == "en"
+    again = recipe(*args)  # finished: every stage skipped, none refused for its init_from
+    assert again.returncode == 0 and again.stdout.count("finished before, skipped") == 4, again.stderr
+
+
+def test_a_warm_start_with_a_tag_is_one_error_line(tmp_path):
+    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", "--warm-start", "--tag", "bt")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --warm-start") and result.stderr.count("\n") == 1

@@ -132,6 +132,9 @@ class DataConfig:
     # The main corpus's weight: how often each of its pairs is seen per epoch. Above 1 upsamples (2 = twice); below 1
     # takes a fresh sample of that share each epoch, drawn from (trainer.seed, epoch) so a resumed run sees the same.
     weight: float = 1.0
+    # Train on every training corpus the other way round too: one model of both directions (the source's language
+    # says which to produce; the copies are untagged and unnoised). Val and translation keep src_lang -> tgt_lang.
+    both_directions: bool = False
     # The main corpus's tag: the piece <TAG> starts each of its source sentences (a reserved piece, never split and
     # never produced by text); translate "as" this corpus with decoding.tag=TAG. "" = untagged.
     tag: str = ""

@@ -149,6 +149,8 @@ def _check_data(problems: list[str], d) -> None:
     if not 0 < d.tokenizer.character_coverage <= 1:
         problems.append(f"data.tokenizer.character_coverage={d.tokenizer.character_coverage} must be in (0, 1]")
     _in_range(problems, "data.subword_dropout", d.subword_dropout, 0, 1)
+    if d.both_directions and not d.tokenizer.joint:
+        problems.append("data.both_directions needs data.tokenizer.joint=true: each side holds both languages")
     if d.subword_dropout > 0 and d.tokenizer.model_type != "bpe":
         problems.append("data.subword_dropout is BPE-dropout: it needs data.tokenizer.model_type=bpe")
 

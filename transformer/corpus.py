@@ -64,6 +64,7 @@ class TrainingCorpus:
     weight: float = 1.0
     tag: str = ""
     noise: float = 0.0  # word noise on the source (transformer/noise.py)
+    reverse: bool = False  # a copy the other way round (data.both_directions): its source is the tgt_lang side
 
 
 def extra_corpus(name: str, entry) -> ExtraCorpus:
@@ -77,12 +78,21 @@ def extra_corpus(name: str, entry) -> ExtraCorpus:
 
 
 def training_corpora(cfg: DataConfig) -> list[TrainingCorpus]:
-    """The main corpus's training split, then each `data.extra_train.NAME` (two files, or a folder) in order."""
+    """The main corpus's training split, then each `data.extra_train.NAME` (two files, or a folder) in order; with
+    `data.both_directions`, then each of them the other way round."""
     corpora = [TrainingCorpus(cfg.name, split_files(cfg, cfg.train_split), cfg.weight, cfg.tag)]
     for name, entry in cfg.extra_train.items():
         extra = extra_corpus(name, entry)
         corpora.append(TrainingCorpus(name, _extra_files(cfg, name, extra), extra.weight, extra.tag, extra.noise))
+    if cfg.both_directions:
+        corpora += [reversed_corpus(c) for c in corpora]
     return corpora
+
+
+def reversed_corpus(corpus: TrainingCorpus) -> TrainingCorpus:
+    """`corpus` the other way round, untagged and unnoised, named NAME-reversed."""
+    files = ParallelFiles(corpus.files.tgt, corpus.files.src)
+    return TrainingCorpus(f"{corpus.name}-reversed", files, corpus.weight, reverse=True)
 
 
 def _extra_files(cfg: DataConfig, name: str, extra: ExtraCorpus) -> ParallelFiles:

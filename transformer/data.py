@@ -53,6 +53,7 @@ def _settings(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> dict:
     node = cfg if OmegaConf.is_config(cfg) else OmegaConf.structured(cfg)
     data = OmegaConf.to_container(node, resolve=True)
     keys = ("name", "src_lang", "tgt_lang", "train", "val", "test", "tag", "clean", "max_len", "tokenizer")
+    keys += ("both_directions",) if data["both_directions"] else ()  # so that one-way folders keep their names
     settings = {"layout": LAYOUT, **{key: data[key] for key in keys}}
     settings["extra_train"] = {
         name: {k: v for k, v in asdict(extra_corpus(name, entry)).items() if k != "weight"}
@@ -229,7 +230,10 @@ def _build(
     evals = tuple({text for ds in evaluation.values() for text in ds[side]} for side in ("src", "tgt"))
     parts = [_read_split(corpus.files, cache) for corpus in corpora]
     reports = [_report(corpus, ds) for corpus, ds in zip(corpora, parts)]
-    flags = [text_flags(_text_pairs(ds), len(ds), cfg.clean, evals) for ds in parts]
+    flags = [
+        text_flags(_text_pairs(ds), len(ds), cfg.clean, evals[::-1] if c.reverse else evals)  # its sides swapped
+        for c, ds in zip(corpora, parts)
+    ]
     if tokenizer is None:
         kept = [ds.select(np.flatnonzero(~np.logical_or.reduce(list(f.values())))) for ds, f in zip(parts, flags)]
         _check_not_empty(sum(map(len, kept)), corpora)

@@ -88,7 +88,8 @@ def model_differences(mine, theirs) -> list[str]:
 
 def check_init_from(cfg: DictConfig) -> None:
     """Refuse `trainer.init_from` before any work when the model settings differ from the checkpoint's architecture,
-    or when the checkpoint's vocabulary lacks a corpus tag (with `trainer.resume` it is config_checks' refusal)."""
+    when its vocabularies are per side and its direction is another, or when its vocabulary lacks a corpus tag
+    (with `trainer.resume` it is config_checks' refusal)."""
     file, config, tokenizer = read_header(cfg.trainer.init_from)
     differences = model_differences(cfg.model, config.model)
     if differences:
@@ -96,6 +97,13 @@ def check_init_from(cfg: DictConfig) -> None:
             f"trainer.init_from={cfg.trainer.init_from}: {'; '.join(differences)}; a fine-tuned model keeps its "
             "architecture, so set these as the checkpoint has them (dropouts and every optim.*, trainer.* and "
             "data.* setting may differ)"
+        )
+    theirs, ours = (config.data.src_lang, config.data.tgt_lang), (cfg.data.src_lang, cfg.data.tgt_lang)
+    if theirs != ours and not tokenizer.joint:
+        raise UserError(
+            f"trainer.init_from={cfg.trainer.init_from}: the checkpoint translates {'->'.join(theirs)} with one "
+            f"vocabulary per side, so its source vocabulary cannot read {ours[0]}; start from a model of "
+            f"{'->'.join(ours)}, or one with a joint vocabulary (data.tokenizer.joint=true)"
         )
     tags = [
         ("data.tag" if c.name == cfg.data.name else f"data.extra_train.{c.name}.tag", c.tag)
