@@ -98,6 +98,7 @@ def test_valid_overrides_and_hydra_syntax_pass_the_key_check():
         ("data.max_len=0", "data.max_len=0 must be at least 1"),
         ("data.subword_dropout=1.0", r"data.subword_dropout=1.0 must be in \[0, 1\)"),
         ("data.subword_dropout=0.1 data.tokenizer.model_type=unigram", "needs data.tokenizer.model_type=bpe"),
+        ("data.both_directions=true data.tokenizer.joint=false", "data.both_directions needs data.tokenizer.joint"),
         ("trainer.precision=fp8", "trainer.precision='fp8' is not one of fp32, bf16, fp16"),
         ("decoding=sample decoding.temperature=0", "decoding.temperature=0.0 must be greater than 0"),
         ("decoding=sample decoding.top_p=1.5", r"decoding.top_p=1.5 must be in \(0, 1\]"),

@@ -59,6 +59,30 @@ def test_extra_training_corpora_are_appended_to_the_training_split(corpus, tmp_p
         prepare(cfg)
 
 
+def test_both_directions_adds_every_corpus_the_other_way_round_untagged(corpus, tmp_path):
+    val_fr, val_en = (path.read_text().splitlines()[0] for path in corpus["val"])
+    extra = (write(tmp_path / "x.fr", b"un mot\n" + f"{val_fr}\n".encode()), write(tmp_path / "x.en", b"a word\nthe\n"))
+    cfg = files_config(corpus, tmp_path, clean=True)
+    cfg.extra_train = {"more": {"src": str(extra[0]), "tgt": str(extra[1]), "tag": "bt"}}
+    one_way = prepare(cfg)
+    cfg.both_directions = True
+    prepared = prepare(cfg)
+    assert prepared.dir != one_way.dir and prepared.tokenizer.joint
+    names = [c["name"] for c in prepared.corpora]
+    assert names == ["toy", "more", "toy-reversed", "more-reversed"] and prepared.corpora[3]["tag"] == ""
+    kept = [c["pairs"] for c in one_way.corpora]
+    assert [c["pairs"] for c in prepared.corpora] == kept + kept  # the val overlap dropped both ways (swapped sides)
+    assert [c["cleaning"]["eval overlap"] for c in prepared.corpora][1::2] == [1, 1]
+    train = prepared.split("train")
+    first = sum(kept)
+    assert (
+        train[first]["src"] == one_way.split("train")[0]["tgt"]
+        and train[first]["tgt"] == one_way.split("train")[0]["src"]
+    )
+    (bt,) = prepared.tokenizer.tag_prefix("bt")
+    assert train[first + kept[0]]["src"] == "a word" and train[first + kept[0]]["src_ids"][0] != bt
+
+
 def test_separate_vocabularies(corpus, tmp_path):
     prepared = prepare(files_config(corpus, tmp_path, joint=False, model_type="unigram"))
     assert not prepared.tokenizer.joint

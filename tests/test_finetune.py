@@ -104,3 +104,21 @@ def test_settings_that_cannot_fit_the_checkpoint_are_refused(parent, tmp_path, o
 def test_resume_and_init_from_together_are_refused_with_the_difference_explained(parent):
     with pytest.raises(UserError, match="resume continues a run exactly .* init_from starts a new run"):
         check_config(composed([f"trainer.init_from={parent}", "trainer.resume=true"]))
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_the_other_direction_is_refused_only_with_a_vocabulary_per_side(tmp_path, joint):
+    """A joint vocabulary reads either language on either side: an en->fr run may start from a fr->en model (the
+    recipe's --warm-start); with one vocabulary per side the source vocabulary is the other language's."""
+    corpus = {"train": write_corpus(tmp_path, "train", 300, seed=1), "val": write_corpus(tmp_path, "val", 20, seed=2)}
+    vocabulary = [f"data.tokenizer.joint={str(joint).lower()}", f"model.tie_embeddings={str(joint).lower()}"]
+    fr_en = ["data.src_lang=fr", "data.tgt_lang=en", "trainer.max_steps=1"]
+    train([*toy_overrides(corpus, tmp_path), *vocabulary, *fr_en], tmp_path / "fr_en")
+    mine = [f"trainer.init_from={tmp_path / 'fr_en'}", vocabulary[1]]
+    check_init_from(composed(mine))  # the same direction
+    other = composed([*mine, "data.src_lang=en", "data.tgt_lang=fr"])
+    if joint:
+        check_init_from(other)
+    else:
+        with pytest.raises(UserError, match=r"translates fr->en with one vocabulary per side, .* is fr's; start from"):
+            check_init_from(other)

@@ -88,7 +88,7 @@ def model_differences(mine, theirs) -> list[str]:
 
 def check_init_from(cfg: DictConfig) -> None:
     """Refuse `trainer.init_from` before any work when the model settings differ from the checkpoint's architecture,
-    when its vocabularies are per side and its direction is another, or when its vocabulary lacks a corpus tag
+    when its vocabularies are per side and its direction is the other one, or when its vocabulary lacks a corpus tag
     (with `trainer.resume` it is config_checks' refusal)."""
     file, config, tokenizer = read_header(cfg.trainer.init_from)
     differences = model_differences(cfg.model, config.model)
@@ -99,10 +99,10 @@ def check_init_from(cfg: DictConfig) -> None:
             "data.* setting may differ)"
         )
     theirs, ours = (config.data.src_lang, config.data.tgt_lang), (cfg.data.src_lang, cfg.data.tgt_lang)
-    if theirs != ours and not tokenizer.joint:
+    if theirs == ours[::-1] and not tokenizer.joint:
         raise UserError(
             f"trainer.init_from={cfg.trainer.init_from}: the checkpoint translates {'->'.join(theirs)} with one "
-            f"vocabulary per side, so its source vocabulary cannot read {ours[0]}; start from a model of "
+            f"vocabulary per side, so its source vocabulary is {theirs[0]}'s; start from a model of "
             f"{'->'.join(ours)}, or one with a joint vocabulary (data.tokenizer.joint=true)"
         )
     tags = [
