@@ -1,7 +1,8 @@
 """The back-translation recipe (issue #38) as one resumable command: `make train-bt` (fr->en), `make train-st` (en->fr).
 
 Stages, each in its own folder under PARENT (default outputs/train_bt or outputs/train_st):
-  bt  1. reverse/    an en->fr model (+experiment=multi30k_cpu_enfr)
+  bt  1. reverse/    an en->fr model (+experiment=multi30k_cpu_enfr); with --warm-start a model of both directions
+                     (data.both_directions), from whose weights the final models start (trainer.init_from)
       2. synthetic/  the monolingual English (Multi30k Task 2 captions) translated by it: a fr->en corpus of
                      synthetic French and real English (transformer-backtranslate)
       3. final/      fr->en (+experiment=multi30k_cpu_fren_bt: make train's recipe with dropout 0.1) on Multi30k
