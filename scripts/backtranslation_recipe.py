@@ -186,9 +186,8 @@ def final_stages(args: argparse.Namespace, n: int, why: str) -> list[Stage]:
     """The n final models, each trained for its share of --final-minutes; final K (K >= 2) with trainer.seed=K."""
     mode, minutes, stages = MODES[args.mode], args.final_minutes / n, []
     # A warm start's relaunch resumes by itself (trainer.init_from applies to a run folder's first launch only).
-    start, resume = [f"trainer.init_from={args.parent / mode.first}"], []
-    if not args.warm_start:
-        start, resume = [], ["trainer.resume=true"]
+    start = [f"trainer.init_from={args.parent / mode.first}"] if args.warm_start else []
+    resume = [] if args.warm_start else ["trainer.resume=true"]
     for k, name in enumerate(numbered("final", n), start=1):
         seed = [f"trainer.seed={k}"] if k > 1 else []  # after the overrides: the models differ whatever they say
         notes = ([f"model {k} of {n}"] if n > 1 else []) + ([why] if why else [])

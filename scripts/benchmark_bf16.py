@@ -1,6 +1,6 @@
 """Whether this CPU computes bf16 natively: one linear map (2048×256 by 256×1024) in fp32 and in bf16, medians of 7.
 
-python scripts/benchmark_bf16.py
+    python scripts/benchmark_bf16.py
 """
 
 import statistics
