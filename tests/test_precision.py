@@ -102,30 +102,22 @@ def test_cached_equals_uncached_and_beam_1_equals_greedy(precision, batch, seed)
     with torch.inference_mode():
         beam = beam_search(model, src, beam_size=1, bos_id=1, eos_id=2, max_len=12)
     for i, row in enumerate(cached.tolist()):
-        row, ties = [t for t in row if t not in (0, 2)], first_tie(model, src[i : i + 1], row)
+        row = [t for t in row if t not in (0, 2)]
+        ties, best = first_tie(model, src[i : i + 1], row)
         assert beam[i][:ties] == row[:ties]  # up to a step whose best token is tied (int8 can tie exactly)
-        assert ties == len(row) or tied(model, src[i : i + 1], row[:ties], beam[i][ties])
+        assert ties == len(row) or beam[i][ties] in best
 
 
-def step_logp(model, src: torch.Tensor, prefix: list[int]) -> torch.Tensor:
-    """The log-probabilities of the token after `prefix` (BOS added), uncached."""
-    with torch.inference_mode():
-        return model(src, torch.tensor([[1, *prefix]])).log_softmax(-1)[0, -1]
-
-
-def tied(model, src: torch.Tensor, prefix: list[int], token: int) -> bool:
-    """Whether `token` after `prefix` has the step's best log-probability."""
-    logp = step_logp(model, src, prefix)
-    return bool(logp[token] == logp.max())
-
-
-def first_tie(model, src: torch.Tensor, row: list[int]) -> int:
-    """The first step of greedy's `row` whose best log-probability two tokens share; len(row) if none."""
+def first_tie(model, src: torch.Tensor, row: list[int]) -> tuple[int, set[int]]:
+    """The first step of greedy's `row` (BOS added, uncached) whose best log-probability two tokens share, and those
+    tokens; (len(row), no tokens) if none."""
     for t in range(len(row)):
-        logp = step_logp(model, src, row[:t])
-        if (logp == logp.max()).sum() > 1:
-            return t
-    return len(row)
+        with torch.inference_mode():
+            logp = model(src, torch.tensor([[1, *row[:t]]])).log_softmax(-1)[0, -1]
+        best = set((logp == logp.max()).nonzero().flatten().tolist())
+        if len(best) > 1:
+            return t, best
+    return len(row), set()
 
 
 @needs_x86
