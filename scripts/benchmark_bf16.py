@@ -1,27 +1,15 @@
-"""Whether this CPU computes bf16 natively: one linear map (2048×256 by 256×1024) in fp32 and in bf16, medians of 7.
+"""Whether this CPU computes bf16 natively, and faster than fp32: one training-sized linear map (2048×256 by
+256×1024) in fp32 and in bf16, medians of 7 interleaved rounds; what `trainer.precision=auto` decides from them.
 
     python scripts/benchmark_bf16.py
 """
 
-import statistics
-import time
-
-import torch
-
-from transformer.runtime import native_bf16
-
-
-def median_ms(x: torch.Tensor, w: torch.Tensor) -> float:
-    torch.nn.functional.linear(x, w)
-    times = []
-    for _ in range(7):
-        start = time.perf_counter()
-        torch.nn.functional.linear(x, w)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
+from transformer.runtime import BF16_PAYS_BELOW, bf16_pays, bf16_ratio, linear_ms, native_bf16
 
 if __name__ == "__main__":
-    x, w = torch.randn(2048, 256), torch.randn(1024, 256)
-    fp32, bf16 = median_ms(x, w), median_ms(x.bfloat16(), w.bfloat16())
-    print(f"native bf16: {native_bf16('cpu')}; fp32 {fp32:.2f} ms, bf16 {bf16:.2f} ms ({bf16 / fp32:.2f}x fp32's time)")
+    ms, ratio = linear_ms(), bf16_ratio()
+    choice = "bf16" if bf16_pays("cpu") else "fp32"
+    print(
+        f"native bf16: {native_bf16('cpu')}; fp32 {ms['fp32']:.2f} ms, bf16 {ms['bf16']:.2f} ms "
+        f"({ratio:.2f}x fp32's time); trainer.precision=auto trains in {choice} (bf16 below {BF16_PAYS_BELOW}x)"
+    )

@@ -22,7 +22,7 @@ from transformer.checkpoint import read_header
 from transformer.data import PreparedData, prepare
 from transformer.factory import build_model
 from transformer.optim import make_optimizer
-from transformer.runtime import native_bf16, pick_device, resolve_precision, seed_everything
+from transformer.runtime import bf16_pays, bf16_ratio, native_bf16, pick_device, resolve_precision, seed_everything
 from transformer.training.keeper import CheckpointKeeper
 from transformer.training.monitor import TrainMonitor
 from transformer.training.progress import TrainingProgress
@@ -83,15 +83,23 @@ def training_batches(cfg: DictConfig, data: PreparedData) -> TrainBatches:
 
 
 def log_setup(model: torch.nn.Module, pairs: int, precision: str, device: torch.device, world: int) -> None:
-    """One line on the model, the data and where it runs; a warning where bf16 would only be emulated."""
+    """One line on the model, the data and where it runs; a warning where bf16 is emulated or slower than fp32."""
     resolved = resolve_precision(precision, device)
-    auto = " (auto)" if precision == "auto" else ""
     if resolved == "bf16" and not native_bf16(device.type):
         log.warning(
             "this %s has no native bf16: it runs emulated, several times slower than fp32; use "
             "trainer.precision=auto (fp32 here)",
             device.type,
         )
+    elif resolved == "bf16" and not bf16_pays(device.type):
+        log.warning(
+            "bf16 products take %.2fx fp32's time on this CPU: training is faster with trainer.precision=auto "
+            "(fp32 here)",
+            bf16_ratio(),
+        )
+    auto = " (auto)" if precision == "auto" else ""
+    if auto and resolved == "fp32" and device.type == "cpu" and native_bf16("cpu"):
+        auto = f" (auto: bf16 products take {bf16_ratio():.2f}x fp32's time on this CPU)"
     n_params = sum(p.numel() for p in model.parameters()) / 1e6
     where = f"{device} on {world} process(es), {resolved}{auto}"
     log.info("model: %.1fM parameters; %d training pairs; %s", n_params, pairs, where)
