@@ -1,5 +1,6 @@
 """Whether this CPU computes bf16 natively, and faster than fp32: one training-sized linear map (2048×256 by
-256×1024) in fp32 and in bf16, medians of 7 interleaved rounds; what `trainer.precision=auto` decides from them.
+256×1024) in fp32 and in bf16 on one thread, medians of 7 interleaved rounds (`runtime.linear_ms`); what
+`trainer.precision=auto` decides from them.
 
     python scripts/benchmark_bf16.py
 """

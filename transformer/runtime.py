@@ -58,9 +58,10 @@ def native_bf16(device_type: str) -> bool:
     )
 
 
-# bf16 autocast pays on a CPU only where its products take well under fp32's time: at 0.8x the casts and the work
-# outside products eat the rest. Measured: bf16 training 1.5-2x fp32's tokens/s on Zen 4, while an Intel Xeon family 6
-# model 207 without AMX computes bf16 natively at 1.77x fp32's time (docs/speed.md, "bf16 that is slower than fp32").
+# bf16 autocast pays on a CPU only where its products take well under fp32's time, since the casts and the work outside
+# products cost extra; 0.8x is a chosen margin, not a measured break-even. Measured: bf16 training 1.5-2x fp32's
+# tokens/s on Zen 4, while an Intel Xeon family 6 model 207 without AMX computes bf16 natively at 1.77x fp32's time
+# (docs/speed.md, "bf16 that is slower than fp32").
 BF16_PAYS_BELOW = 0.8
 
 

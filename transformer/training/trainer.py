@@ -98,7 +98,7 @@ def log_setup(model: torch.nn.Module, pairs: int, precision: str, device: torch.
             bf16_ratio(),
         )
     auto = " (auto)" if precision == "auto" else ""
-    if auto and resolved == "fp32" and device.type == "cpu" and native_bf16("cpu"):
+    if auto and resolved == "fp32" and native_bf16(device.type):  # a native CPU whose bf16 is slower
         auto = f" (auto: bf16 products take {bf16_ratio():.2f}x fp32's time on this CPU)"
     n_params = sum(p.numel() for p in model.parameters()) / 1e6
     where = f"{device} on {world} process(es), {resolved}{auto}"
