@@ -243,8 +243,8 @@ class TrainerConfig:
     # optimizer, schedule, step count and best BLEU. The run folder's first launch only; later launches resume it.
     init_from: str = ""
     precision: str = choice(Precision, "fp32")  # bf16: autocast; fp16: autocast + gradient scaler;
-    # auto: bf16 where it is faster (a CUDA GPU with bf16; a CPU whose native bf16 products take under 0.8x fp32's
-    # time, measured at start-up), else fp32
+    # auto: bf16 where it is faster (a CUDA GPU with bf16; a CPU whose native bf16 products take under
+    # runtime.BF16_PAYS_BELOW of fp32's time, measured at start-up), else fp32
     compile: bool = False  # torch.compile the model and its loss for training
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default
