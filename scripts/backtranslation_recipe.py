@@ -7,9 +7,10 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
                      synthetic French and real English (transformer-backtranslate)
       3. final/      fr->en (+experiment=multi30k_cpu_fren_bt: make train's recipe with dropout 0.1) on Multi30k
          final2/     plus the synthetic pairs (by default untagged at weight 0.25: one synthetic pair per real one,
-                     the best on val of those measured); --finals models share --final-minutes (bt: 58.5), final K
-                     with trainer.seed=K; bt's --finals auto: two, or one where reverse/ trained slowly (fewer than
-                     ENSEMBLE_STEPS steps for each of two finals at its speed)
+                     the best on val of those measured), with --tatoeba Tatoeba's train split as a third corpus;
+                     --finals models share --final-minutes (bt: 58.5), final K with trainer.seed=K; bt's --finals
+                     auto: two, or one where reverse/ trained slowly (fewer than ENSEMBLE_STEPS steps for each of two
+                     finals at its speed)
          finetune/   with --finals 1, final/ fine-tuned on Multi30k alone (+experiment=multi30k_cpu_fren,
                      trainer.init_from) for --finetune-minutes (0 by default, chosen on val: none)
       4. average     with --average N, the last N checkpoints of each last training run (transformer-average; none
@@ -156,6 +157,21 @@ def extra_corpus(args: argparse.Namespace) -> list[str]:
     return [*files, *tag, *noise, f"{key}.weight={args.weight:g}"]
 
 
+def tatoeba_files(args: argparse.Namespace) -> list[Path]:
+    """Tatoeba's train split in the final model's direction (source, target), under --shared-dir/tatoeba."""
+    src, tgt = MODES[args.mode].pair.split("->")
+    return [Path(args.shared_dir) / "tatoeba" / f"train.{lang}.gz" for lang in (src, tgt)]
+
+
+def tatoeba_corpus(args: argparse.Namespace) -> list[str]:
+    """With --tatoeba W, Tatoeba's train split as `data.extra_train.tatoeba` of the final runs (none by default)."""
+    if not args.tatoeba:
+        return []
+    src, tgt = tatoeba_files(args)
+    key = "+data.extra_train.tatoeba"
+    return [f"{key}.src={src}", f"{key}.tgt={tgt}", f"{key}.weight={args.tatoeba:g}"]
+
+
 def numbered(name: str, n: int) -> list[str]:
     """Stage names for n runs of one kind: final, final2, final3, ..."""
     return [name] + [f"{name}{k}" for k in range(2, n + 1)]
@@ -192,7 +208,8 @@ def final_stages(args: argparse.Namespace, n: int, why: str) -> list[Stage]:
         seed = [f"trainer.seed={k}"] if k > 1 else []  # after the overrides: the models differ whatever they say
         notes = ([f"model {k} of {n}"] if n > 1 else []) + ([why] if why else [])
         which = f" ({'; '.join(notes)})" if notes else ""
-        command = [*training(args, mode.final_experiment, name, minutes, *extra_corpus(args), *start), *seed]
+        corpora = [*extra_corpus(args), *tatoeba_corpus(args)]
+        command = [*training(args, mode.final_experiment, name, minutes, *corpora, *start), *seed]
         what = f"training {mode.pair} with the synthetic pairs for {minutes:g} min{which}"
         stages.append(Stage(name, what, command, args.parent / name, resume))
     return stages
@@ -406,6 +423,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(data.extra_train.NAME.noise; default 0: none)",
     )
     p.add_argument(
+        "--tatoeba",
+        type=float,
+        default=0.0,
+        metavar="WEIGHT",
+        help="add Tatoeba's train split (SHARED_DIR/tatoeba/train.{fr,en}.gz) to the final runs at this "
+        "data.extra_train weight; 0 = no (the default; the runs: docs/results.md)",
+    )
+    p.add_argument(
         "--average",
         type=int,
         default=0,
@@ -417,7 +442,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="chosen",
         help="which models the test sets score: the one val chooses (default), or all (every model: much slower)",
     )
-    p.add_argument("--shared-dir", default=DataConfig.shared_dir, help="where multi30k_task2/ is looked for")
+    p.add_argument(
+        "--shared-dir", default=DataConfig.shared_dir, help="where multi30k_task2/ and tatoeba/ are looked for"
+    )
     p.add_argument("--data-dir", type=Path, default=Path("data") / TASK2, help="where the Task 2 files are put")
     p.add_argument("--mono", type=Path, nargs="+", help="monolingual English files instead of the Task 2 captions")
     p.add_argument("--dry-run", action="store_true", help="print the stages' commands and run nothing")
@@ -434,6 +461,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.exit(2, "error: --finetune-minutes fine-tunes one final model: give --finals 1 with it\n")
     if args.warm_start and args.tag:
         p.exit(2, "error: --warm-start keeps the en->fr model's vocabulary, which has no tags: drop --tag with it\n")
+    if args.tatoeba < 0:
+        p.exit(2, f"error: --tatoeba {args.tatoeba:g}: give a weight above 0, or 0 for no Tatoeba\n")
+    absent = [str(path) for path in tatoeba_files(args) if args.tatoeba and not path.is_file()]
+    if absent:
+        p.exit(
+            2,
+            f"error: --tatoeba: no {absent[0]} (Tatoeba has no download source: put its files there, or give "
+            "--shared-dir DIR with DIR/tatoeba/)\n",
+        )
     missing = [str(path) for path in args.mono or [] if not path.is_file()]
     if missing:
         p.exit(2, f"error: --mono {missing[0]} is no file (give the overrides before --mono)\n")

@@ -294,15 +294,24 @@ def test_the_run_replans_after_the_en_fr_stage_and_says_why_the_stage_count_chan
     assert out[1] == "Chosen on val: final"
 
 
+def shared_tatoeba(tmp: Path) -> Path:
+    """A shared folder holding a toy Tatoeba train split (tatoeba/train.fr.gz, train.en.gz)."""
+    (tmp / "shared" / "tatoeba").mkdir(parents=True)
+    write_corpus(tmp / "shared" / "tatoeba", "train", 40, seed=5, gz=True)
+    return tmp / "shared"
+
+
 @pytest.mark.slow
 def test_a_warm_start_trains_en_fr_both_ways_and_the_final_starts_from_its_weights(tmp_path):
     """--warm-start: reverse/ learns both directions (its prepared data holds each corpus reversed too), and final/
-    starts from it (keeping its vocabulary)."""
+    starts from it (keeping its vocabulary), here with Tatoeba as a third corpus (--tatoeba)."""
     from transformer.checkpoint import load_checkpoint
 
     _, mono = write_corpus(tmp_path, "mono", 30, seed=9)
     parent = tmp_path / "bt"
-    args = ["--parent", str(parent), "--warm-start", "--finals", "1", *toy_overrides(tmp_path), "--mono", str(mono)]
+    tatoeba = ["--tatoeba", "0.5", "--shared-dir", str(shared_tatoeba(tmp_path))]
+    args = ["--parent", str(parent), "--warm-start", "--finals", "1", *tatoeba, *toy_overrides(tmp_path)]
+    args += ["--mono", str(mono)]
     result = recipe(*args)
     assert result.returncode == 0, result.stderr + result.stdout
     commands = json.loads((parent / "pipeline.json").read_text())["stages"]
@@ -312,12 +321,38 @@ def test_a_warm_start_trains_en_fr_both_ways_and_the_final_starts_from_its_weigh
     both = [meta for meta in prepared if meta["settings"].get("both_directions")]
     assert len(both) == 1 and [c["name"] for c in both[0]["corpora"]] == ["files", "files-reversed"]
     assert both[0]["corpora"][0]["pairs"] == both[0]["corpora"][1]["pairs"] > 0
+    final_data = [meta for meta in prepared if "tatoeba" in [c["name"] for c in meta["corpora"]]]
+    assert len(final_data) == 1, [[c["name"] for c in meta["corpora"]] for meta in prepared]
     reverse = load_checkpoint(str(parent / "reverse"))
     final = load_checkpoint(str(parent / "final" / "checkpoints" / "last.safetensors"))
     assert final.tokenizer.same_models(reverse.tokenizer)
     assert final.config.data.src_lang == "fr" and reverse.config.data.src_lang == "en"
     again = recipe(*args)  # finished: every stage skipped, none refused for its init_from
     assert again.returncode == 0 and again.stdout.count("finished before, skipped") == 4, again.stderr
+
+
+def test_tatoeba_joins_only_the_final_runs_in_their_direction_at_its_weight(tmp_path):
+    shared = shared_tatoeba(tmp_path)
+    finals = {}
+    for mode in ("bt", "st"):
+        options = ["--finals", "1", "--finetune-minutes", "10", "--tatoeba", "0.05", "--shared-dir", str(shared)]
+        result = recipe("--mode", mode, "--parent", str(tmp_path / mode), "--dry-run", *options)
+        assert result.returncode == 0, result.stderr
+        commands = {line.split(":")[0].split()[1]: line.split(": ", 1)[1] for line in result.stdout.splitlines()}
+        assert all("extra_train.tatoeba" not in commands[name] for name in commands if name != "final")
+        overrides = [o for o in shlex.split(commands["final"])[1:] if not o.startswith("hydra.")]
+        with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+            finals[mode] = compose("train", overrides=overrides).data.extra_train.tatoeba
+    tatoeba = shared / "tatoeba"
+    assert finals["bt"] == {"src": f"{tatoeba}/train.fr.gz", "tgt": f"{tatoeba}/train.en.gz", "weight": 0.05}
+    assert finals["st"] == {"src": f"{tatoeba}/train.en.gz", "tgt": f"{tatoeba}/train.fr.gz", "weight": 0.05}
+
+
+@pytest.mark.parametrize("weight", ["0.1", "-1"])
+def test_tatoeba_without_its_files_or_with_a_negative_weight_is_one_error_line(tmp_path, weight):
+    result = recipe("--dry-run", "--tatoeba", weight, "--shared-dir", str(tmp_path / "nothing"))
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --tatoeba") and result.stderr.count("\n") == 1
 
 
 def test_a_warm_start_with_a_tag_is_one_error_line(tmp_path):
