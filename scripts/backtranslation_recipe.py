@@ -159,8 +159,10 @@ def extra_corpus(args: argparse.Namespace) -> list[str]:
 
 def tatoeba_files(args: argparse.Namespace) -> list[Path]:
     """Tatoeba's train split in the final model's direction (source, target), under --shared-dir/tatoeba."""
-    src, tgt = MODES[args.mode].pair.split("->")
-    return [Path(args.shared_dir) / "tatoeba" / f"train.{lang}.gz" for lang in (src, tgt)]
+    from transformer.corpus import builtin_files  # here: its imports (numpy, tqdm) are not for --help
+
+    files = builtin_files(Path(args.shared_dir) / "tatoeba", "train", *MODES[args.mode].pair.split("->"))
+    return [files.src, files.tgt]
 
 
 def tatoeba_corpus(args: argparse.Namespace) -> list[str]:
@@ -463,7 +465,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.exit(2, "error: --warm-start keeps the en->fr model's vocabulary, which has no tags: drop --tag with it\n")
     if args.tatoeba < 0:
         p.exit(2, f"error: --tatoeba {args.tatoeba:g}: give a weight above 0, or 0 for no Tatoeba\n")
-    absent = [str(path) for path in tatoeba_files(args) if args.tatoeba and not path.is_file()]
+    absent = [str(path) for path in tatoeba_files(args) if not path.is_file()] if args.tatoeba else []
     if absent:
         p.exit(
             2,

@@ -51,8 +51,12 @@ def split_files(cfg: DataConfig, split: str) -> ParallelFiles:
         return _named_pair(cfg.test[split], f"data.test.{split}")
     if cfg.dir is None or split not in split_names(cfg):
         raise UserError(f"corpus {cfg.name!r} has no split {split!r}; its splits are {split_names(cfg)}")
-    base = Path(cfg.dir)
-    return ParallelFiles(base / f"{split}.{cfg.src_lang}.gz", base / f"{split}.{cfg.tgt_lang}.gz")
+    return builtin_files(Path(cfg.dir), split, cfg.src_lang, cfg.tgt_lang)
+
+
+def builtin_files(folder: Path, split: str, src_lang: str, tgt_lang: str) -> ParallelFiles:
+    """A builtin corpus's split in `folder` (its local copy or its mirror): `{split}.{lang}.gz` for each side."""
+    return ParallelFiles(folder / f"{split}.{src_lang}.gz", folder / f"{split}.{tgt_lang}.gz")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig
-from transformer.corpus import ParallelFiles, evaluation_splits, fetch, read_parallel
+from transformer.corpus import ParallelFiles, builtin_files, evaluation_splits, fetch, read_parallel
 from transformer.ensemble import searched_model
 from transformer.errors import UserError
 from transformer.translator import Translator
@@ -50,9 +50,7 @@ def test_sets(data_cfg: DictConfig, extra_dir: str | None, val: bool = False) ->
     sets = fetch(data_cfg, evaluation_splits(data_cfg))
     extra = extra_dir or data_cfg.get("shared_dir")
     for name, (corpus, split) in EXTRA.items() if extra else []:
-        files = ParallelFiles(
-            *(Path(extra) / corpus / f"{split}.{lang}.gz" for lang in (data_cfg.src_lang, data_cfg.tgt_lang))
-        )
+        files = builtin_files(Path(extra) / corpus, split, data_cfg.src_lang, data_cfg.tgt_lang)
         if files.src.exists() and files.tgt.exists() and data_cfg.get("name") != corpus:
             sets[name] = files
     return sets | (val_sets(data_cfg) if val else {})
