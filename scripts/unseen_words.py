@@ -22,7 +22,7 @@ from pathlib import Path
 
 import sacrebleu
 
-from transformer.corpus import read_lines
+from transformer.corpus import builtin_files, read_lines
 from transformer.errors import UserError
 
 WORD = re.compile(r"\w+")
@@ -52,6 +52,12 @@ def hypotheses(pattern: str, split: str, refs: list[str]) -> list[str]:
     return hyps
 
 
+def split_lines(args: argparse.Namespace, split: str) -> dict[str, list[str]]:
+    """The source and target lines of `split` in --corpus, by language."""
+    files = builtin_files(args.corpus, split, args.src, args.tgt)
+    return {args.src: list(read_lines(files.src)), args.tgt: list(read_lines(files.tgt))}
+
+
 def split_bleu(hyps: list[str], refs: list[str], unseen: list[bool]) -> str:
     """sacreBLEU on the sentences with every source word seen / on those with one unseen ("-" for none)."""
     cells = []
@@ -72,7 +78,8 @@ def labelled(spec: str) -> tuple[str, str]:
 
 def table(args: argparse.Namespace) -> list[str]:
     src, tgt = args.src, args.tgt
-    train = {lang: vocabulary(args.corpus / f"train.{lang}.gz") for lang in (src, tgt)}
+    train_files = builtin_files(args.corpus, "train", src, tgt)
+    train = {src: vocabulary(train_files.src), tgt: vocabulary(train_files.tgt)}
     both = (
         {lang: train[lang] | vocabulary(args.synthetic / f"train.{lang}") for lang in (src, tgt)}
         if args.synthetic
@@ -90,7 +97,7 @@ def table(args: argparse.Namespace) -> list[str]:
     ] + [f"{label} BLEU seen / unseen" for label in hyps]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for split in args.splits:
-        lines = {lang: list(read_lines(args.corpus / f"{split}.{lang}.gz")) for lang in (src, tgt)}
+        lines = split_lines(args, split)
         unseen = [any(w not in train[src] for w in words(line)) for line in lines[src]]
         cells = [split, str(len(unseen)), f"{sum(len(words(s)) for s in lines[src]) / len(unseen):.1f}"]
         for lang in (src, tgt):
@@ -132,8 +139,9 @@ def length_table(args: argparse.Namespace) -> list[str]:
     head += [f"gain {label}" for label in labels[1:]]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for split in args.splits:
-        lengths = [len(line.split()) for line in read_lines(args.corpus / f"{split}.{args.src}.gz")]
-        refs = list(read_lines(args.corpus / f"{split}.{args.tgt}.gz"))
+        lines = split_lines(args, split)
+        lengths = [len(line.split()) for line in lines[args.src]]
+        refs = lines[args.tgt]
         outputs = [hypotheses(pattern, split, refs) for _, pattern in args.hyps]
         rows.extend(length_rows(split, lengths, refs, outputs, args.lengths))
     return rows
