@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 
 from transformer.checkpoint import save_checkpoint
 from transformer.cli import CONFIG_PATH
-from transformer.data import prepare
+from transformer.data import PreparedData, prepare
 from transformer.factory import build_model
 from transformer.loss import loss_sum
 from transformer.model import Transformer
@@ -53,6 +53,18 @@ def rebuilt(model: Transformer, **kwargs) -> Transformer:
     copy = tiny_model(seed=123, **kwargs)
     copy.load_state_dict(model.state_dict())
     return copy
+
+
+def training_pairs(prepared: PreparedData) -> list[tuple[str, str]]:
+    """The prepared training split's pairs as text (decoded from their ids, each corpus's tag left out): the
+    training split stores ids alone."""
+    train, tokenizer, pairs = prepared.split("train"), prepared.tokenizer, []
+    for corpus in prepared.corpora:
+        skip = len(tokenizer.tag_prefix(corpus["tag"]))
+        rows = train.select(range(len(pairs), len(pairs) + corpus["pairs"]))
+        srcs = [tokenizer.src.decode(ids[skip:]) for ids in rows["src_ids"]]
+        pairs += zip(srcs, tokenizer.decode_tgt(rows["tgt_ids"]))
+    return pairs
 
 
 def write_corpus(directory: Path, name: str, n: int, seed: int, gz: bool = False) -> tuple[Path, Path]:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WORDS_EN, WORDS_FR
+from tests.conftest import WORDS_EN, WORDS_FR, training_pairs
+from transformer.cleaning import RULES
 from transformer.config import CleanConfig, DataConfig, SplitFiles
 from transformer.data import prepare
 
@@ -60,20 +61,18 @@ def config(tmp_path: Path, **clean) -> DataConfig:
 def test_each_rule_drops_exactly_its_pairs_and_is_reported(tmp_path, caplog):
     with caplog.at_level("INFO"):
         prepared = prepare(config(tmp_path))
-    train = prepared.split("train")
-    assert list(zip(train["src"], train["tgt"])) == BASE
+    assert training_pairs(prepared) == BASE
     assert len(prepared.split("val")) == len(VAL) + 2 and len(prepared.split("t")) == len(TEST)
     counts = {rule: len(pairs) for rule, pairs in BAD.items()}
     assert prepared.corpora[0]["cleaning"] == {"read": len(BASE) + sum(counts.values()), **counts}
-    report = ", ".join(f"{rule} {n}" for rule, n in counts.items())
+    report = ", ".join(f"{rule} {counts[rule]}" for rule in RULES)
     assert f"training corpus toy: kept {len(BASE)} of {len(BASE) + sum(counts.values())}: {report}" in caplog.text
 
 
 @pytest.mark.parametrize("rule", list(SWITCH))
 def test_a_rule_switched_off_keeps_its_pairs(tmp_path, rule):
     prepared = prepare(config(tmp_path, **SWITCH[rule]))
-    train = prepared.split("train")
-    kept = set(zip(train["src"], train["tgt"]))
+    kept = set(training_pairs(prepared))
     assert kept == set(BASE) | set(BAD[rule])
     assert prepared.corpora[0]["cleaning"][rule] == 0
 

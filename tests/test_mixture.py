@@ -8,7 +8,7 @@ import datasets
 import numpy as np
 import pytest
 
-from tests.conftest import write_corpus
+from tests.conftest import training_pairs, write_corpus
 from tests.test_data import files_config
 from transformer.batching import TrainBatches, token_batches
 from transformer.data import prepare
@@ -93,8 +93,9 @@ def test_a_tag_is_one_reserved_piece_at_the_start_of_its_corpus_s_sources(corpus
     assert tokenizer.tags == ("bt",) and [c["pairs"] for c in prepared.corpora] == [300, 60]
     (tag_id,) = tokenizer.tag_prefix("bt")
     assert tokenizer.src.id_to_piece(tag_id) == "<bt>"
-    for row in train.select(range(300, 360)):  # the tagged corpus: its tag, then the sentence's own pieces
-        assert row["src_ids"] == [tag_id, *tokenizer.encode_src([row["src"]])[0]]
+    texts = training_pairs(prepared)
+    for i, row in enumerate(train.select(range(300, 360))):  # the tagged corpus: its tag, then its own pieces
+        assert row["src_ids"] == [tag_id, *tokenizer.encode_src([texts[300 + i][0]])[0]]
         assert row["src_len"] == len(row["src_ids"])
     untagged = [*train.select(range(300))["src_ids"], *prepared.split("val")["src_ids"], *train["tgt_ids"]]
     assert all(tag_id not in ids for ids in untagged)
@@ -116,6 +117,7 @@ def test_text_that_spells_a_tag_never_becomes_the_tag(corpus, tmp_path):
 
 def test_bpe_dropout_keeps_the_tag_first(corpus, tmp_path):
     cfg, _ = tagged_setup(corpus, tmp_path)
+    cfg.subword_dropout = 0.3
     prepared = prepare(cfg)
     corpora = prepared.mixture(cfg)
     sampled = TrainBatches.from_dataset(
@@ -151,7 +153,7 @@ def test_an_extra_corpus_can_be_a_folder_of_plain_or_gzip_files(corpus, tmp_path
     cfg = files_config(corpus, tmp_path)
     cfg.extra_train = {"bt": {"dir": str(folder), "tag": "bt", "weight": 0.5}}
     prepared = prepare(cfg)
-    assert prepared.split("train")[300]["src"] == src.read_text().splitlines()[0]
+    assert training_pairs(prepared)[300][0] == src.read_text().splitlines()[0]
     assert [c["pairs"] for c in prepared.corpora] == [300, 40]
     (folder / "train.en.gz").write_bytes(gzip.compress(tgt.read_bytes()))
     with pytest.raises(UserError, match="holds both of train.en and train.en.gz"):

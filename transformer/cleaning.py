@@ -2,7 +2,8 @@
 
 Val and test pairs are never dropped. The text rules (duplicate, equal sides, eval overlap) are decided before
 SentencePiece is trained, which learns from the pairs they keep; the token rules (too long, ratio) after
-tokenization. A pair that breaks several rules is counted once, under the first of `RULES` it breaks.
+tokenization, on the pairs the text rules kept. A pair that breaks several rules is counted once, under the first of
+`RULES` it breaks. A source's own skips (a malformed line or unit) are counted under the reason it gives.
 """
 
 import hashlib
@@ -13,7 +14,7 @@ import numpy as np
 
 from transformer.config import CleanConfig
 
-RULES = ("empty", "too long", "ratio", "duplicate", "equal sides", "eval overlap")
+RULES = ("empty", "duplicate", "equal sides", "eval overlap", "too long", "ratio")
 
 
 @dataclass
@@ -28,7 +29,8 @@ class CleaningReport:
         return self.read - sum(self.dropped.values())
 
     def __str__(self) -> str:
-        counts = ", ".join(f"{rule} {self.dropped.get(rule, 0):,}" for rule in RULES)
+        reasons = [*RULES, *(reason for reason in self.dropped if reason not in RULES)]
+        counts = ", ".join(f"{reason} {self.dropped.get(reason, 0):,}" for reason in reasons)
         return f"kept {self.kept:,} of {self.read:,}: {counts}"
 
 

@@ -145,7 +145,8 @@ class DataConfig:
     # this probability of skipping a merge (model_type=bpe); 0 = off. max_len and batch_tokens apply to
     # the deterministic segmentation. Val, test and translation always use the deterministic one.
     subword_dropout: float = 0.0
-    num_proc: int = 1  # processes for tokenization
+    num_proc: int = 0  # SentencePiece's threads when tokenizing; 0 = one per core
+    shard_pairs: int = 1_000_000  # pairs per shard of the training corpora: a killed preparation loses at most one
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
 
 

@@ -141,7 +141,8 @@ def _check_data(problems: list[str], d) -> None:
     if not (d.clean.max_ratio == 0 or d.clean.max_ratio >= 1):
         problems.append(f"data.clean.max_ratio={d.clean.max_ratio} must be 0 (off) or at least 1")
     _at_least(problems, "data.max_len", d.max_len, 1)
-    _at_least(problems, "data.num_proc", d.num_proc, 1)
+    _at_least(problems, "data.num_proc", d.num_proc, 0)
+    _at_least(problems, "data.shard_pairs", d.shard_pairs, 1)
     _choices(problems, "data.", d, DataConfig)
     _choices(problems, "data.tokenizer.", d.tokenizer, TokenizerConfig)
     _at_least(problems, "data.tokenizer.vocab_size", d.tokenizer.vocab_size, 8)

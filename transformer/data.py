@@ -1,31 +1,34 @@
-"""Prepared data: a SentencePiece tokenizer and tokenized splits cached as Arrow datasets.
+"""Prepared data: a SentencePiece tokenizer and tokenized splits, as memory-mapped Arrow shards of ids.
 
-`prepare` runs once per corpus and tokenizer setting; later calls reuse the
-directory it wrote (`data.prepared_dir/<name>-<src>-<tgt>-<hash>`).
+`prepare` runs once per corpus and tokenizer setting; later calls reuse the directory it wrote
+(`data.prepared_dir/<name>-<src>-<tgt>-<hash>`). It works in two passes over each training corpus, shard by shard
+(`data.shard_pairs` pairs): screening (the text rules of cleaning, SentencePiece's sample; transformer/screening.py),
+then, once SentencePiece is trained, tokenizing what screening kept (transformer/binarization.py). The work lies in
+a hidden folder beside the result, `.<name>.partial`, renamed into place when complete: a kill loses at most the
+shard in flight, and the same command run again goes on from there.
 """
 
-import functools
 import hashlib
 import json
 import logging
+import os
 import shutil
-import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict
-from itertools import chain
 from pathlib import Path
 
 import datasets
-import datasets.exceptions
 import numpy as np
+import pyarrow as pa
 from omegaconf import OmegaConf
 
-from transformer.cleaning import CleaningReport, keep_mask, text_flags, token_flags
+from transformer.binarization import Encoder, binarize
+from transformer.cleaning import CleaningReport
 from transformer.config import DataConfig
 from transformer.corpus import (
     ParallelFiles,
     TrainingCorpus,
-    count_lines,
     extra_corpus,
     fetch,
     read_parallel,
@@ -33,16 +36,17 @@ from transformer.corpus import (
     training_corpora,
 )
 from transformer.errors import UserError
-from transformer.files import atomic_rename_dir, atomic_write_text, disk_errors
+from transformer.files import DiskFull, atomic_rename_dir, atomic_write_text, disk_errors
 from transformer.locks import exclusive
 from transformer.mixture import Corpus
-from transformer.noise import noised_batch
+from transformer.screening import Screen, sample_size
+from transformer.shards import SHARD, shard_paths, write_shard
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 
 log = logging.getLogger(__name__)
 
 
-LAYOUT = 3  # version of the prepared directory's layout; part of its hash
+LAYOUT = 4  # version of the prepared directory's layout; part of its hash
 
 
 def _settings(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> dict:
@@ -54,7 +58,8 @@ def _settings(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> dict:
     data = OmegaConf.to_container(node, resolve=True)
     keys = ("name", "src_lang", "tgt_lang", "train", "val", "test", "tag", "clean", "max_len", "tokenizer")
     keys += ("both_directions",) if data["both_directions"] else ()  # so that one-way folders keep their names
-    settings = {"layout": LAYOUT, **{key: data[key] for key in keys}}
+    settings = {"layout": LAYOUT, **{key: data[key] for key in keys}, "shard_pairs": data["shard_pairs"]}
+    settings["train_text"] = data["subword_dropout"] > 0  # BPE-dropout re-encodes the training text
     settings["extra_train"] = {
         name: {k: v for k, v in asdict(extra_corpus(name, entry)).items() if k != "weight"}
         for name, entry in data["extra_train"].items()
@@ -92,12 +97,17 @@ class PreparedData:
         )
 
     def split(self, name: str) -> datasets.Dataset:
-        """Columns: src, tgt (text), src_ids, tgt_ids (subword ids without BOS/EOS), src_len, tgt_len."""
+        """Columns: src_ids, tgt_ids (subword ids without BOS/EOS), src_len, tgt_len; src, tgt (text) for val and
+        test sets, and for the training split with BPE-dropout. The training split is its corpora one after the
+        other."""
         if name not in self.meta["splits"]:
             raise UserError(f"no split {name!r} in {self.dir}; available: {self.meta['splits']}")
+        train = name == self.meta["train"]
+        folders = [self.dir / name / c["folder"] for c in self.corpora] if train else [self.dir / name]
         try:
-            return datasets.load_from_disk(str(self.dir / name))
-        except (OSError, ValueError) as err:
+            parts = [datasets.Dataset.from_file(str(path)) for folder in folders for path in shard_paths(folder)]
+            return datasets.concatenate_datasets(parts)
+        except (OSError, ValueError, pa.ArrowInvalid) as err:
             raise self._damaged(err) from err
 
     @property
@@ -118,62 +128,29 @@ class PreparedData:
             log.info("training corpus %s: %s", corpus["name"], report)
 
 
-def _pairs(files: ParallelFiles):
-    skipped: list[int] = []
-    yield from ({"src": s, "tgt": t} for s, t in read_parallel(files, skipped))
-    if skipped:
-        log.warning(
-            "%s: skipped %d pairs with an empty side (lines %s%s)",
-            files.src,
-            len(skipped),
-            ", ".join(map(str, skipped[:5])),
-            ", ..." if len(skipped) > 5 else "",
-        )
+def _pairs(files: ParallelFiles, skipped: Counter) -> Iterator[tuple[str, str]]:
+    """A corpus's pairs, those with an empty side counted in `skipped` instead."""
+    lines: list[int] = []
+    yield from read_parallel(files, lines)
+    skipped["empty"] += len(lines)
 
 
-def _read_split(files: ParallelFiles, cache: str) -> datasets.Dataset:
-    """The raw text pairs of one split as an Arrow dataset; our own input errors pass through unwrapped."""
-    try:
-        return datasets.Dataset.from_generator(_pairs, gen_kwargs={"files": files}, cache_dir=cache)
-    except datasets.exceptions.DatasetGenerationError as err:
-        if isinstance(err.__cause__, UserError):
-            raise err.__cause__ from None
-        raise
-
-
-def _tokenize(batch: dict, src_model: bytes, tgt_model: bytes, tag: str) -> dict:
-    tokenizer = Tokenizer(src_model, tgt_model)
-    src_ids, tgt_ids = tokenizer.encode_src(batch["src"], tag), tokenizer.encode_tgt(batch["tgt"])
-    return {
-        "src_ids": src_ids,
-        "tgt_ids": tgt_ids,
-        "src_len": list(map(len, src_ids)),
-        "tgt_len": list(map(len, tgt_ids)),
-    }
-
-
-def _text_pairs(ds: datasets.Dataset) -> Iterator[tuple[str, str]]:
-    for batch in ds.iter(batch_size=10_000):
-        yield from zip(batch["src"], batch["tgt"])
-
-
-def _train_tokenizer(cfg: DataConfig, parts: list[datasets.Dataset], tags: list[str]) -> Tokenizer:
-    """SentencePiece on every source, then every target, of the training corpora; `tags` reserved on the source."""
+def _train_tokenizer(cfg: DataConfig, sample: pa.Table, tags: list[str]) -> Tokenizer:
+    """SentencePiece on the sample's sources and targets; `tags` reserved on the source."""
     tok_cfg = cfg.tokenizer
-    src = chain.from_iterable(part["src"] for part in parts)
-    tgt = chain.from_iterable(part["tgt"] for part in parts)
+    src, tgt = sample.column("src").to_pylist(), sample.column("tgt").to_pylist()
     if tok_cfg.joint:
-        model = train_sentencepiece(chain(src, tgt), tok_cfg, tags)
+        model = train_sentencepiece(iter(src + tgt), tok_cfg, tags)
         return Tokenizer(model, model)
-    return Tokenizer(train_sentencepiece(src, tok_cfg, tags), train_sentencepiece(tgt, tok_cfg))
+    return Tokenizer(train_sentencepiece(iter(src), tok_cfg, tags), train_sentencepiece(iter(tgt), tok_cfg))
 
 
 def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData:
     """Fetch the corpus, clean its training corpora, train SentencePiece on them (or take `tokenizer`: the
     SentencePiece model(s) of the checkpoint a run starts from, never retrained), tokenize every split.
 
-    Work happens in a temporary folder of this process, renamed into place at the end, so a
-    failure (a bad file, Ctrl-C) leaves no half-prepared folder behind. A lock
+    Work happens in `.<folder>.partial` beside the result and is renamed into place at the end, so no half-prepared
+    folder is ever trusted; a rerun after a failure or a kill goes on with what the partial folder holds. A lock
     (`.<folder>.lock`) lets one process build at a time: a second one waits, then reuses what the first built.
     """
     files = fetch(cfg, split_names(cfg))
@@ -188,24 +165,33 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
     out = prepared_path(cfg, every, tokenizer)
     if (out / "meta.json").exists():
         return _reuse(out, "")
+    with disk_errors(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(out.with_name(f".{out.name}.lock")):
         if (out / "meta.json").exists():
             return _reuse(out, "built by another process meanwhile")
-        for stale in out.parent.glob(f"{out.name}.tmp*"):  # left by a killed process: nobody else builds now
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.tmp-", dir=out.parent))
+        work = out.with_name(f".{out.name}.partial")
+        if work.exists():
+            log.info("continuing the preparation in %s", work)
         try:
             with disk_errors(out):
-                meta = _build(cfg, files, corpora, tokenizer, tmp)
-                meta["settings"], meta["files"] = _settings(cfg, tokenizer), {s: asdict(f) for s, f in every.items()}
-                atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=2, default=str))
-            shutil.rmtree(out, ignore_errors=True)  # an incomplete folder without meta.json
-            atomic_rename_dir(tmp, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+                work.mkdir(exist_ok=True)
+                meta = _build(cfg, files, corpora, tokenizer, work)
+        except DiskFull:
+            raise  # kept: the same command goes on once space is freed
+        except UserError:
+            shutil.rmtree(work, ignore_errors=True)  # a bad input: its fix changes the folder's name anyway
+            raise
+        with disk_errors(out):
+            meta["settings"], meta["files"] = _settings(cfg, tokenizer), {s: asdict(f) for s, f in every.items()}
+            shutil.rmtree(work / "screening")
+            atomic_write_text(work / "meta.json", json.dumps(meta, indent=2, default=str))
+        shutil.rmtree(out, ignore_errors=True)  # an incomplete folder without meta.json
+        atomic_rename_dir(work, out)
     prepared = PreparedData(out)
-    log.info("prepared %s: %s", out, ", ".join(f"{s} {n}" for s, n in prepared.meta["pairs"].items()))
+    log.info("prepared %s: %s", out, ", ".join(f"{s} {n:,}" for s, n in prepared.meta["pairs"].items()))
     prepared.log_cleaning()
+    log.info("%s on disk, %.2f bytes per token", _size(out), prepared.meta["bytes_per_token"])
     return prepared
 
 
@@ -216,80 +202,111 @@ def _reuse(directory: Path, why: str) -> PreparedData:
     return prepared
 
 
+def _threads(cfg: DataConfig) -> int:
+    """SentencePiece's threads: `data.num_proc`, or one per core when it is 0."""
+    return cfg.num_proc or len(os.sched_getaffinity(0))
+
+
 def _build(
     cfg: DataConfig,
     files: dict[str, ParallelFiles],
     corpora: list[TrainingCorpus],
     tokenizer: Tokenizer | None,
-    tmp: Path,
+    work: Path,
 ) -> dict:
-    """Write the tokenizer and every tokenized split into `tmp`; returns the pair counts and corpora for meta.json.
-    The training split is the cleaned training corpora, one after the other."""
-    cache = str(tmp / ".cache")  # datasets' working files; the saved splits below are the real cache
-    evaluation = {split: _read_split(f, cache) for split, f in files.items() if split != cfg.train_split}
-    evals = tuple({text for ds in evaluation.values() for text in ds[side]} for side in ("src", "tgt"))
-    parts = [_read_split(corpus.files, cache) for corpus in corpora]
-    reports = [_report(corpus, ds) for corpus, ds in zip(corpora, parts)]
-    flags = [
-        text_flags(_text_pairs(ds), len(ds), cfg.clean, evals[::-1] if c.reverse else evals)  # its sides swapped
-        for c, ds in zip(corpora, parts)
-    ]
+    """Screen every training corpus, train SentencePiece (unless given), tokenize every split into `work`; returns
+    the pair counts and corpora for meta.json. The training split is the cleaned training corpora, one after the
+    other."""
+    evaluation = {split: _read_all(f) for split, f in files.items() if split != cfg.train_split}
+    evals = tuple({pair[side] for pairs in evaluation.values() for pair in pairs} for side in (0, 1))
+    k = sample_size(cfg.tokenizer.input_sentence_size, cfg.tokenizer.joint) if tokenizer is None else 0
+    screens, reports = [], []
+    for i, corpus in enumerate(corpora):
+        screen = Screen(work / "screening" / f"{i:02d}", cfg.shard_pairs, k)
+        skipped: Counter = Counter()
+        done = screen.run(_pairs(corpus.files, skipped), skipped, evals[::-1] if corpus.reverse else evals, corpus.name)
+        report = CleaningReport(done.pairs + sum(done.skipped.values()), dict(done.skipped))
+        screen.keep(cfg.clean, report)
+        screens.append(screen), reports.append(report)
+    _check_not_empty(sum(r.kept for r in reports), corpora)
     if tokenizer is None:
-        kept = [ds.select(np.flatnonzero(~np.logical_or.reduce(list(f.values())))) for ds, f in zip(parts, flags)]
-        _check_not_empty(sum(map(len, kept)), corpora)
-        tokenizer = _train_tokenizer(cfg, kept, sorted({c.tag for c in corpora if c.tag}))
-        _log_vocabulary(cfg, tokenizer)
-    tokenizer.save(tmp)
-    tokenize = functools.partial(_tokenized, tokenizer=tokenizer, num_proc=cfg.num_proc)
-    parts = [_noised(ds, c) for c, ds in zip(corpora, parts)]
-    cleaned = zip(corpora, parts, flags, reports)
-    train = datasets.concatenate_datasets(
-        [_clean_tokens(cfg, tokenize(ds, c.name, c.tag), c.tag, f, r) for c, ds, f, r in cleaned]
-    )
-    _check_not_empty(len(train), corpora)
-    train.save_to_disk(str(tmp / cfg.train_split))
-    for split, ds in evaluation.items():
-        tokenize(ds, split).save_to_disk(str(tmp / split))
-    shutil.rmtree(cache)
+        tokenizer = _tokenizer(cfg, screens, sorted({c.tag for c in corpora if c.tag}), work)
+    else:
+        tokenizer.save(work)
+    threads, limits = _threads(cfg), (cfg.max_len, cfg.clean.max_ratio)
+    folders = [f"{i:02d}-{corpus.name}" for i, corpus in enumerate(corpora)]
+    for corpus, screen, report, folder in zip(corpora, screens, reports, folders):
+        encoder = Encoder(tokenizer, corpus.tag, threads, text=cfg.subword_dropout > 0)
+        pairs = _pairs(corpus.files, Counter())
+        dropped = binarize(pairs, screen, work / cfg.train_split / folder, encoder, limits, corpus.noise, corpus.name)
+        for rule, n in dropped.dropped.items():
+            report.dropped[rule] = report.dropped.get(rule, 0) + n
+    _check_not_empty(sum(r.kept for r in reports), corpora)
+    for split, pairs in evaluation.items():
+        _write_evaluation(work / split, pairs, Encoder(tokenizer, "", threads, text=True))
+    tokens = sum(_tokens(work / split) for split in files)
     return {
+        "train": cfg.train_split,
         "splits": list(files),
-        "pairs": {split: len(train) if split == cfg.train_split else len(evaluation[split]) for split in files},
+        "pairs": {
+            split: sum(r.kept for r in reports) if split == cfg.train_split else len(evaluation[split])
+            for split in files
+        },
         "corpora": [
-            {"name": c.name, "pairs": r.kept, "tag": c.tag, "cleaning": {"read": r.read, **r.dropped}}
-            for c, r in zip(corpora, reports)
+            {"name": c.name, "pairs": r.kept, "tag": c.tag, "folder": f, "cleaning": {"read": r.read, **r.dropped}}
+            for c, r, f in zip(corpora, reports, folders)
         ],
+        "tokens": tokens,
+        "bytes_per_token": _bytes(work) / max(tokens, 1),
     }
 
 
-def _report(corpus: TrainingCorpus, ds: datasets.Dataset) -> CleaningReport:
-    """A corpus's report so far: the pairs its files hold, those with an empty side (the reading skipped them)."""
-    read = count_lines(corpus.files.src)
-    return CleaningReport(read, {"empty": read - len(ds)})
+def _read_all(files: ParallelFiles) -> list[tuple[str, str]]:
+    """Every pair of a val or test set (small enough to hold)."""
+    return list(read_parallel(files))
 
 
-def _noised(ds: datasets.Dataset, corpus: TrainingCorpus) -> datasets.Dataset:
-    """`ds` with word noise on its sources (after cleaning and SentencePiece saw the clean text), if it asks for it."""
-    if not corpus.noise:
-        return ds
-    kwargs = {"drop": corpus.noise}
-    return ds.map(noised_batch, batched=True, with_indices=True, fn_kwargs=kwargs, desc=f"noising {corpus.name}")
+def _tokenizer(cfg: DataConfig, screens: list[Screen], tags: list[str], work: Path) -> Tokenizer:
+    """SentencePiece trained on the lowest-keyed pairs of all the training corpora (a uniform sample; saved in
+    `work`, so a rerun does not train it again)."""
+    if any((work / name).exists() for name in ("spm.model", "spm.src.model")):
+        return Tokenizer.load(work)
+    k = sample_size(cfg.tokenizer.input_sentence_size, cfg.tokenizer.joint)
+    samples = pa.concat_tables([screen.sample() for screen in screens])
+    keys = samples.column("key").to_numpy()
+    order = np.argsort(keys, kind="stable")
+    _, first = np.unique(keys[order], return_index=True)
+    sample = samples.take(pa.array(order[first][:k]))
+    log.info("training SentencePiece on %s pairs", f"{len(sample):,}")
+    tokenizer = _train_tokenizer(cfg, sample, tags)
+    _log_vocabulary(cfg, tokenizer)
+    tokenizer.save(work)
+    return tokenizer
 
 
-def _tokenized(ds: datasets.Dataset, name: str, tag: str = "", *, tokenizer: Tokenizer, num_proc: int):
-    """`ds` with its ids and lengths (the source's with `tag` first)."""
-    kwargs = {"src_model": tokenizer.src_model, "tgt_model": tokenizer.tgt_model, "tag": tag}
-    processes = num_proc if num_proc > 1 else None
-    return ds.map(_tokenize, batched=True, num_proc=processes, fn_kwargs=kwargs, desc=f"tokenizing {name}")
+def _write_evaluation(folder: Path, pairs: list[tuple[str, str]], encoder: Encoder) -> None:
+    """A val or test set as one shard with its text (validation and evaluation read it)."""
+    folder.mkdir(exist_ok=True)
+    srcs, tgts = [p[0] for p in pairs], [p[1] for p in pairs]
+    write_shard(folder / SHARD.format(0), encoder.columns([encoder.encode(srcs, tgts)]))
 
 
-def _clean_tokens(
-    cfg: DataConfig, ds: datasets.Dataset, tag: str, text: dict[str, np.ndarray], report: CleaningReport
-) -> datasets.Dataset:
-    """The pairs of a tokenized corpus that no rule drops, counted in `report` (`text`: the text rules' flags)."""
-    table = ds.with_format("numpy", columns=["src_len", "tgt_len"])[:]
-    tag_len = 1 if tag else 0
-    lengths = token_flags(table["src_len"] - tag_len, table["tgt_len"], tag_len, cfg.max_len, cfg.clean.max_ratio)
-    return ds.select(np.flatnonzero(keep_mask({**text, **lengths}, report)))
+def _tokens(folder: Path) -> int:
+    """Ids held by the shards below `folder`."""
+    total = 0
+    for path in sorted(folder.rglob("shard-*.arrow")):
+        with pa.memory_map(str(path)) as source:
+            table = pa.ipc.open_stream(source).read_all()
+        total += sum(len(table.column(c).combine_chunks().values) for c in ("src_ids", "tgt_ids"))
+    return total
+
+
+def _bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and "screening" not in path.parts)
+
+
+def _size(folder: Path) -> str:
+    return f"{_bytes(folder) / 2**30:.2f} GiB"
 
 
 def _check_not_empty(pairs: int, corpora: list[TrainingCorpus]) -> None:

@@ -20,9 +20,13 @@ def _free_space(directory: Path) -> str:
         return "free space unknown"
 
 
+class DiskFull(UserError):
+    """A write ran out of space (or quota): the same command can go on once space is freed."""
+
+
 def _disk_full(path: Path) -> UserError:
     """The user error for a write that ran out of space (or quota), naming the file and the free space."""
-    return UserError(
+    return DiskFull(
         f"no space left to write {path} ({_free_space(path.parent)} in {path.parent}); "
         "free some space (or choose another folder) and run again"
     )

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
@@ -26,11 +27,12 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 POOL_FROM = 64
 
 
-def _each(call, items: list) -> list:
-    """`call` (a SentencePiece encode or decode) on every item: one by one, or through its pool for large lists."""
+def _each(call, items: list, threads: int = -1) -> list:
+    """`call` (a SentencePiece encode or decode) on every item: one by one, or through its pool of `threads` threads
+    (-1: one per core) for large lists."""
     if len(items) < POOL_FROM:
         return [call(item) for item in items]
-    return call(items)
+    return call(items, num_threads=threads)
 
 
 def tag_piece(tag: str) -> str:
@@ -138,15 +140,15 @@ class Tokenizer:
         """True when `other` holds the same SentencePiece model(s), so it gives the same ids."""
         return (self.src_model, self.tgt_model) == (other.src_model, other.tgt_model)
 
-    def encode_src(self, sentences: Iterable[str], tag: str = "") -> list[list[int]]:
-        """Subword ids of source sentences, without BOS/EOS; with `tag`, its piece first."""
-        ids = self._src_tags.untagged(_each(self.src.encode, list(sentences)))
+    def encode_src(self, sentences: Iterable[str], tag: str = "", threads: int = -1) -> list[list[int]]:
+        """Subword ids of source sentences, without BOS/EOS; with `tag`, its piece first (`threads`: as `_each`)."""
+        ids = self._src_tags.untagged(_each(self.src.encode, list(sentences), threads))
         prefix = self.tag_prefix(tag)
         return [prefix + x for x in ids] if prefix else ids
 
-    def encode_tgt(self, sentences: Iterable[str]) -> list[list[int]]:
-        """Subword ids of target sentences, without BOS/EOS."""
-        return self._tgt_tags.untagged(_each(self.tgt.encode, list(sentences)))
+    def encode_tgt(self, sentences: Iterable[str], threads: int = -1) -> list[list[int]]:
+        """Subword ids of target sentences, without BOS/EOS (`threads`: as `_each`)."""
+        return self._tgt_tags.untagged(_each(self.tgt.encode, list(sentences), threads))
 
     def sample_pairs(
         self, src: list[str], tgt: list[str], dropout: float, seeds: tuple[int, int]
@@ -159,6 +161,28 @@ class Tokenizer:
         src_ids = self._src_tags.untagged(self.src.encode(src, **options))
         spm.set_random_generator_seed(seeds[1])
         return src_ids, self._tgt_tags.untagged(self.tgt.encode(tgt, **options))
+
+    def encode_arrays(self, sentences: list[str], side: str, tag: str = "", threads: int = -1):
+        """Ids of many sentences of `side` ("src" or "tgt") for storage, as `encode_src`/`encode_tgt` give them:
+        (lengths (N,) int64, the concatenated ids (sum of lengths,) int32), with no Python object per id."""
+        processor, tags = (self.src, self._src_tags) if side == "src" else (self.tgt, self._tgt_tags)
+        arrays = processor.encode(sentences, return_type="numpy", num_threads=threads) if sentences else []
+        if tags.ids:  # text that merely spells a tag: its characters' pieces, as encode_src gives them
+            arrays = [
+                np.asarray(tags.untagged([a.tolist()])[0], np.int32) if a.size and a.min() < tags.below else a
+                for a in arrays
+            ]
+        lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
+        values = np.concatenate(arrays) if arrays else np.zeros(0, np.int32)
+        prefix = self.tag_prefix(tag) if side == "src" else []
+        if not prefix:
+            return lengths, values
+        starts = np.cumsum(lengths + 1) - (lengths + 1)  # (N,) where each tagged sentence starts
+        tagged = np.empty(len(values) + len(lengths), dtype=np.int32)
+        is_tag = np.zeros(len(tagged), dtype=bool)
+        is_tag[starts] = True
+        tagged[is_tag], tagged[~is_tag] = prefix[0], values
+        return lengths + 1, tagged
 
     def decode_tgt(self, ids: Iterable[list[int]]) -> list[str]:
         """Detokenized target text."""
