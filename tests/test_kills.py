@@ -103,34 +103,43 @@ class Training:
 
 
 class Preparing:
-    """transformer-prepare: after a kill the cache folder is complete, or absent and prepared anew by the next run."""
+    """transformer-prepare: after a kill the cache folder is complete, or absent with at most one hidden partial
+    folder that kept every shard finished before the kill; the next run goes on from it."""
 
     name = "transformer-prepare"
 
     def __init__(self, args: list[str], prepared: Path, reference: dict[str, bytes]):
         self.args, self.prepared, self.reference = args, prepared, reference
+        self.finished = 0  # shards the partial folder held after the last kill
 
     def argv(self) -> list[str]:
         return [self.name, *self.args]
 
-    def _check(self) -> tuple[bool, int]:
-        """Whether a complete folder is there (then removed, so that the next run prepares again); temporary ones."""
+    def _check(self) -> tuple[bool, list[Path]]:
+        """Whether a complete folder is there (then removed, so that the next run prepares again); partial ones."""
         final, temporary = split_names(self.prepared)
         assert len(final) <= 1, final
         if final:
             PreparedData(final[0]).split("train")  # loads
             assert contents(final[0]) == self.reference, "a prepared folder differs from an uninterrupted prepare"
             shutil.rmtree(final[0])
-        return bool(final), len([p for p in temporary if p.is_dir()])
+        partial = [p for p in temporary if p.is_dir()]
+        assert len(partial) <= 1 and all(p.name.endswith(".partial") for p in partial), partial
+        return bool(final), partial
 
     def after_kill(self) -> str:
-        complete, temporary = self._check()
-        return f"{'a complete prepared folder' if complete else 'no prepared folder'}, {temporary} temporary folder(s)"
+        complete, partial = self._check()
+        shards = len([p for p in partial[0].rglob("*") if p.name[:6] in ("screen", "shard-")]) if partial else 0
+        assert complete or shards >= self.finished, f"{self.finished} finished shards before the kill, {shards} after"
+        self.finished = 0 if complete else shards
+        return f"{'a complete prepared folder' if complete else 'no prepared folder'}, {shards} finished shard(s)"
 
     def after_completion(self, outcome: Outcome) -> str:
-        complete, temporary = self._check()
-        assert complete and not temporary and "reusing prepared data" not in outcome.log.read_text()
-        return "prepared anew (what the kills left was not used)"
+        complete, partial = self._check()
+        assert complete and not partial and "reusing prepared data" not in outcome.log.read_text()
+        resumed = "continuing the preparation" in outcome.log.read_text()
+        self.finished = 0
+        return "complete, " + ("after what the kills left" if resumed else "from the start")
 
 
 class Writing:
@@ -189,8 +198,8 @@ def test_training_killed_at_random_moments_resumes_to_the_uninterrupted_weights(
 
 
 @pytest.mark.slow
-def test_prepare_killed_at_random_moments_leaves_a_complete_cache_or_none(tmp_path):
-    args = data_args(tmp_path)
+def test_prepare_killed_at_random_moments_leaves_a_complete_cache_or_goes_on_from_its_shards(tmp_path):
+    args = [*data_args(tmp_path), "data.shard_pairs=60"]  # 5 shards of the 300 training pairs
     with warm_starts(["transformer.cli.prepare", "transformer.data"], tmp_path, tmp_path / "logs") as starts:
         first = reference_run(starts, ["transformer-prepare", *args])
         (folder,), _ = split_names(tmp_path / "prepared")
