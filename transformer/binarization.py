@@ -85,9 +85,10 @@ def binarize(
     limits: tuple[int, float],
     noise: float,
     name: str,
-) -> CleaningReport:
+) -> tuple[CleaningReport, int]:
     """Tokenize the pairs screening kept into `out/shard-NNNNN.arrow` (resuming after the finished shards); returns
-    what the token rules dropped (`limits`: max_len and max_ratio). With `noise`, sources are noised first."""
+    what the token rules dropped (`limits`: max_len and max_ratio) and the ids written. With `noise`, sources are
+    noised first."""
     out.mkdir(parents=True, exist_ok=True)
     shards, size = screen.finished_shards(), screen.shard_pairs
     done = len(shard_paths(out))
@@ -131,14 +132,17 @@ def _write(out: Path, shard: int, parts: list[dict], encoder: Encoder, limits: t
         columns = encoder.columns(parts, None if keep.all() else keep)
     else:
         columns = encoder.columns([encoder.encode([], [])])
-    atomic_write_text(out / f"counts-{shard:05d}.json", json.dumps(report.dropped))
+    tokens = sum(len(columns[f"{side}_ids"].values) for side in ("src", "tgt"))
+    atomic_write_text(out / f"counts-{shard:05d}.json", json.dumps({"dropped": report.dropped, "tokens": tokens}))
     write_shard(out / SHARD.format(shard), columns)
 
 
-def _token_report(out: Path) -> CleaningReport:
-    """What the token rules dropped over every shard of `out`."""
-    report = CleaningReport(0)
+def _token_report(out: Path) -> tuple[CleaningReport, int]:
+    """What the token rules dropped over every shard of `out`, and the ids (both sides) the shards hold."""
+    report, tokens = CleaningReport(0), 0
     for path in sorted(out.glob("counts-*.json")):
-        for rule, n in json.loads(path.read_text()).items():
+        counts = json.loads(path.read_text())
+        tokens += counts["tokens"]
+        for rule, n in counts["dropped"].items():
             report.dropped[rule] = report.dropped.get(rule, 0) + n
-    return report
+    return report, tokens

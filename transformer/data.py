@@ -234,17 +234,19 @@ def _build(
     else:
         tokenizer.save(work)
     threads, limits = _threads(cfg), (cfg.max_len, cfg.clean.max_ratio)
-    folders = [f"{i:02d}-{corpus.name}" for i, corpus in enumerate(corpora)]
+    folders, tokens = [f"{i:02d}-{corpus.name}" for i, corpus in enumerate(corpora)], 0
     for corpus, screen, report, folder in zip(corpora, screens, reports, folders):
         encoder = Encoder(tokenizer, corpus.tag, threads, text=cfg.subword_dropout > 0)
         pairs = _pairs(corpus.files, Counter())
-        dropped = binarize(pairs, screen, work / cfg.train_split / folder, encoder, limits, corpus.noise, corpus.name)
+        dropped, ids = binarize(
+            pairs, screen, work / cfg.train_split / folder, encoder, limits, corpus.noise, corpus.name
+        )
+        tokens += ids
         for rule, n in dropped.dropped.items():
             report.dropped[rule] = report.dropped.get(rule, 0) + n
     _check_not_empty(sum(r.kept for r in reports), corpora)
     for split, pairs in evaluation.items():
-        _write_evaluation(work / split, pairs, Encoder(tokenizer, "", threads, text=True))
-    tokens = sum(_tokens(work / split) for split in files)
+        tokens += _write_evaluation(work / split, pairs, Encoder(tokenizer, "", threads, text=True))
     return {
         "train": cfg.train_split,
         "splits": list(files),
@@ -284,21 +286,13 @@ def _tokenizer(cfg: DataConfig, screens: list[Screen], tags: list[str], work: Pa
     return tokenizer
 
 
-def _write_evaluation(folder: Path, pairs: list[tuple[str, str]], encoder: Encoder) -> None:
-    """A val or test set as one shard with its text (validation and evaluation read it)."""
+def _write_evaluation(folder: Path, pairs: list[tuple[str, str]], encoder: Encoder) -> int:
+    """A val or test set as one shard with its text (validation and evaluation read it); returns its ids."""
     folder.mkdir(exist_ok=True)
     srcs, tgts = [p[0] for p in pairs], [p[1] for p in pairs]
-    write_shard(folder / SHARD.format(0), encoder.columns([encoder.encode(srcs, tgts)]))
-
-
-def _tokens(folder: Path) -> int:
-    """Ids held by the shards below `folder`."""
-    total = 0
-    for path in sorted(folder.rglob("shard-*.arrow")):
-        with pa.memory_map(str(path)) as source:
-            table = pa.ipc.open_stream(source).read_all()
-        total += sum(len(table.column(c).combine_chunks().values) for c in ("src_ids", "tgt_ids"))
-    return total
+    columns = encoder.columns([encoder.encode(srcs, tgts)])
+    write_shard(folder / SHARD.format(0), columns)
+    return sum(len(columns[f"{side}_ids"].values) for side in ("src", "tgt"))
 
 
 def _bytes(folder: Path) -> int:
