@@ -18,7 +18,7 @@ NO_GPU = not torch.cuda.is_available()
 MISTAKES = [
     ("translate", "'sentences=[un chien]'", "missing required setting checkpoint"),
     ("evaluate", "split=toy", "missing required setting checkpoint"),
-    ("prepare", "data=files", "missing required setting data.train.src"),
+    ("prepare", "data=files", "data.train names no corpus: give data.train.src and data.train.tgt"),
     ("train", "{data} {tiny} trainer.max_steps=abc hydra.run.dir={run}", "could not be converted to Integer"),
     ("train", "{data} {tiny} trainer.max_stepz=3 hydra.run.dir={run}", "did you mean trainer.max_steps"),
     ("prepare", "data=nonexistent", "Could not find 'data/nonexistent' Available options in 'data': files"),

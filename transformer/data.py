@@ -10,6 +10,7 @@ import json
 import logging
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict
 from itertools import chain
@@ -22,21 +23,13 @@ from omegaconf import OmegaConf
 
 from transformer.cleaning import CleaningReport, keep_mask, text_flags, token_flags
 from transformer.config import DataConfig
-from transformer.corpus import (
-    ParallelFiles,
-    TrainingCorpus,
-    count_lines,
-    extra_corpus,
-    fetch,
-    read_parallel,
-    split_names,
-    training_corpora,
-)
+from transformer.corpus import TrainingCorpus, extra_corpus, fetch, split_names, training_corpora
 from transformer.errors import UserError
 from transformer.files import atomic_rename_dir, atomic_write_text, disk_errors
 from transformer.locks import exclusive
 from transformer.mixture import Corpus
 from transformer.noise import noised_batch
+from transformer.sources import Source
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 
 log = logging.getLogger(__name__)
@@ -65,10 +58,10 @@ def _settings(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> dict:
     return settings
 
 
-def prepared_path(cfg: DataConfig, files: dict[str, ParallelFiles], tokenizer: Tokenizer | None = None) -> Path:
-    """Where `cfg` is prepared (with `tokenizer`, else its own): the name hashes the settings and each file's path,
-    size and mtime, so an edited corpus is prepared anew."""
-    stats = {s: [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in (f.src, f.tgt)] for s, f in files.items()}
+def prepared_path(cfg: DataConfig, files: dict[str, Source], tokenizer: Tokenizer | None = None) -> Path:
+    """Where `cfg` is prepared (with `tokenizer`, else its own): the name hashes the settings and each source's
+    fingerprint (a file's path, size and mtime), so an edited corpus is prepared anew."""
+    stats = {split: source.fingerprint() for split, source in files.items()}
     key = json.dumps({"settings": _settings(cfg, tokenizer), "files": stats}, sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return Path(cfg.prepared_dir) / f"{cfg.name}-{cfg.src_lang}-{cfg.tgt_lang}-{digest}"
@@ -118,23 +111,19 @@ class PreparedData:
             log.info("training corpus %s: %s", corpus["name"], report)
 
 
-def _pairs(files: ParallelFiles):
-    skipped: list[int] = []
-    yield from ({"src": s, "tgt": t} for s, t in read_parallel(files, skipped))
+def _pairs(source: Source, skipped: Counter):
+    yield from ({"src": s, "tgt": t} for s, t in source.pairs(skipped))
     if skipped:
-        log.warning(
-            "%s: skipped %d pairs with an empty side (lines %s%s)",
-            files.src,
-            len(skipped),
-            ", ".join(map(str, skipped[:5])),
-            ", ..." if len(skipped) > 5 else "",
-        )
+        counts = ", ".join(f"{reason} {n:,}" for reason, n in skipped.items())
+        log.warning("%s: skipped %d pairs (%s)", source.describe(), sum(skipped.values()), counts)
 
 
-def _read_split(files: ParallelFiles, cache: str) -> datasets.Dataset:
-    """The raw text pairs of one split as an Arrow dataset; our own input errors pass through unwrapped."""
+def _read_split(source: Source, cache: str, skipped: Counter | None = None) -> datasets.Dataset:
+    """The raw text pairs of one split as an Arrow dataset (the pairs it skipped counted in `skipped`); our own
+    input errors pass through unwrapped."""
     try:
-        return datasets.Dataset.from_generator(_pairs, gen_kwargs={"files": files}, cache_dir=cache)
+        kwargs = {"source": source, "skipped": Counter() if skipped is None else skipped}
+        return datasets.Dataset.from_generator(_pairs, gen_kwargs=kwargs, cache_dir=cache)
     except datasets.exceptions.DatasetGenerationError as err:
         if isinstance(err.__cause__, UserError):
             raise err.__cause__ from None
@@ -178,7 +167,7 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
     """
     files = fetch(cfg, split_names(cfg))
     corpora = training_corpora(cfg)
-    every = {**files, **{f"extra_train.{c.name}": c.files for c in corpora[1:]}}
+    every = {**files, **{f"extra_train.{c.name}": c.source for c in corpora[1:]}}
     if tokenizer is not None:
         for corpus in corpora:
             tokenizer.tag_prefix(corpus.tag)  # refuses a tag the vocabulary lacks
@@ -197,7 +186,8 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
         try:
             with disk_errors(out):
                 meta = _build(cfg, files, corpora, tokenizer, tmp)
-                meta["settings"], meta["files"] = _settings(cfg, tokenizer), {s: asdict(f) for s, f in every.items()}
+                meta["settings"] = _settings(cfg, tokenizer)
+                meta["files"] = {split: source.fingerprint() for split, source in every.items()}
                 atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=2, default=str))
             shutil.rmtree(out, ignore_errors=True)  # an incomplete folder without meta.json
             atomic_rename_dir(tmp, out)
@@ -218,7 +208,7 @@ def _reuse(directory: Path, why: str) -> PreparedData:
 
 def _build(
     cfg: DataConfig,
-    files: dict[str, ParallelFiles],
+    files: dict[str, Source],
     corpora: list[TrainingCorpus],
     tokenizer: Tokenizer | None,
     tmp: Path,
@@ -228,8 +218,9 @@ def _build(
     cache = str(tmp / ".cache")  # datasets' working files; the saved splits below are the real cache
     evaluation = {split: _read_split(f, cache) for split, f in files.items() if split != cfg.train_split}
     evals = tuple({text for ds in evaluation.values() for text in ds[side]} for side in ("src", "tgt"))
-    parts = [_read_split(corpus.files, cache) for corpus in corpora]
-    reports = [_report(corpus, ds) for corpus, ds in zip(corpora, parts)]
+    skipped = [Counter() for _ in corpora]
+    parts = [_read_split(corpus.source, cache, counts) for corpus, counts in zip(corpora, skipped)]
+    reports = [_report(ds, counts) for ds, counts in zip(parts, skipped)]
     flags = [
         text_flags(_text_pairs(ds), len(ds), cfg.clean, evals[::-1] if c.reverse else evals)  # its sides swapped
         for c, ds in zip(corpora, parts)
@@ -261,10 +252,9 @@ def _build(
     }
 
 
-def _report(corpus: TrainingCorpus, ds: datasets.Dataset) -> CleaningReport:
-    """A corpus's report so far: the pairs its files hold, those with an empty side (the reading skipped them)."""
-    read = count_lines(corpus.files.src)
-    return CleaningReport(read, {"empty": read - len(ds)})
+def _report(ds: datasets.Dataset, skipped: Counter) -> CleaningReport:
+    """A corpus's report so far: the pairs its source holds, those the reading skipped (an empty side ...)."""
+    return CleaningReport(len(ds) + sum(skipped.values()), {"empty": 0, **skipped})
 
 
 def _noised(ds: datasets.Dataset, corpus: TrainingCorpus) -> datasets.Dataset:
@@ -294,7 +284,7 @@ def _clean_tokens(
 
 def _check_not_empty(pairs: int, corpora: list[TrainingCorpus]) -> None:
     if pairs == 0:
-        names = ", ".join(str(c.files.src) for c in corpora)
+        names = ", ".join(c.source.describe() for c in corpora)
         raise UserError(f"the training corpora ({names}) have no sentence pairs (after cleaning, see the log)")
 
 
