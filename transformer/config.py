@@ -308,7 +308,7 @@ class EvaluateConfig:
     split: str = "test_2016_flickr"  # a split of the checkpoint's corpus
     src_file: str | None = None  # or explicit files instead of a split
     ref_file: str | None = None
-    source: SourceConfig | None = None  # or any corpus source (source.path=test.tsv ...) instead of a split
+    source: SourceConfig = field(default_factory=SourceConfig)  # or any corpus source (source.path=test.tsv ...)
     output: str | None = None  # hypotheses file; default: beside the checkpoint
     device: str = "auto"
     engine: str = choice(Engine, "pytorch")  # ctranslate2: checkpoint= a transformer-export format=ctranslate2 folder
@@ -397,7 +397,8 @@ class ResultsConfig:
 class BacktranslateConfig:
     checkpoint: Any = MISSING  # the reverse model (run directory or checkpoint file), or a list of them (ensemble)
     input: Any = None  # monolingual text in the model's source language: a file or a list (plain or compressed)
-    source: SourceConfig | None = None  # or that language's side of a corpus source (a TSV column, a TMX language)
+    # or that language's side of a corpus source (source.path=mono.tsv: a TSV column, a TMX language ...)
+    source: SourceConfig = field(default_factory=SourceConfig)
     output: str = MISSING  # folder of the synthetic corpus, ready for data.extra_train.NAME.dir
     chunk_lines: int = 2000  # sentences translated and written at a time: a restarted run resumes at a chunk
     device: str = "auto"

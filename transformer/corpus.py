@@ -1,7 +1,7 @@
 """Where a parallel corpus comes from: its splits' sources, a mirror directory, or a download.
 
 Builtin corpora (multi30k, tatoeba) are `{dir}/{split}.{lang}.gz`; `data=files` gives each split as any corpus
-source (transformer/sources.py), and `data.extra_train.NAME` adds more training corpora.
+source (transformer/sources/), and `data.extra_train.NAME` adds more training corpora.
 """
 
 import logging
@@ -13,7 +13,7 @@ from transformer.backtranslation import check_corpus_folder
 from transformer.config import DataConfig, ExtraCorpus, SourceConfig
 from transformer.errors import UserError
 from transformer.files import atomic_copy, atomic_write
-from transformer.sources import OPENERS, Source, build_source, source_config
+from transformer.sources import OPENERS, Source, build_source, given, source_config
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,9 @@ def split_names(cfg: DataConfig) -> list[str]:
 
 def explicit_splits(cfg: DataConfig) -> dict[str, tuple[str, SourceConfig]]:
     """The splits given as sources (data.train, data.val, data.test.NAME): their setting's name and settings."""
-    given = {cfg.train_split: ("data.train", cfg.train), cfg.val_split: ("data.val", cfg.val)}
-    given |= {name: (f"data.test.{name}", entry) for name, entry in cfg.test.items()}
-    return {split: (key, source_config(entry, key)) for split, (key, entry) in given.items() if entry is not None}
+    entries = {cfg.train_split: ("data.train", cfg.train), cfg.val_split: ("data.val", cfg.val)}
+    entries |= {name: (f"data.test.{name}", entry) for name, entry in cfg.test.items()}
+    return {split: (key, source_config(entry, key)) for split, (key, entry) in entries.items() if entry is not None}
 
 
 def split_source(cfg: DataConfig, split: str) -> Source:
@@ -57,7 +57,7 @@ def builtin_source(folder: Path, split: str, src_lang: str, tgt_lang: str) -> So
     return text_source(*builtin_files(folder, split, src_lang, tgt_lang), src_lang, tgt_lang, f"{folder}/{split}")
 
 
-def text_source(src: Path, tgt: str | Path, src_lang: str, tgt_lang: str, key: str) -> Source:
+def text_source(src: str | Path, tgt: str | Path, src_lang: str, tgt_lang: str, key: str) -> Source:
     """Two aligned text files as a source."""
     return build_source(SourceConfig(src=str(src), tgt=str(tgt)), src_lang, tgt_lang, key)
 
@@ -103,11 +103,15 @@ def extra_source(cfg: DataConfig, name: str, extra: ExtraCorpus) -> Source:
         raise UserError(f"{key}: {name!r} is the main corpus's name (data.name); give this one another name")
     if extra.dir is None:
         return build_source(extra, cfg.src_lang, cfg.tgt_lang, key)
-    if extra.src is not None or extra.tgt is not None or extra.path is not None:
-        raise UserError(f"{key}: give either {key}.dir or the corpus ({key}.src and {key}.tgt, or .path), not both")
+    _check_folder_alone(extra, key)
     check_corpus_folder(Path(extra.dir), cfg.src_lang, cfg.tgt_lang, f"{key}.dir")
     src, tgt = (_train_file(Path(extra.dir), lang, key) for lang in (cfg.src_lang, cfg.tgt_lang))
     return text_source(src, tgt, cfg.src_lang, cfg.tgt_lang, key)
+
+
+def _check_folder_alone(extra: ExtraCorpus, key: str) -> None:
+    if given(extra):
+        raise UserError(f"{key}: give either {key}.dir or the corpus ({key}.src and {key}.tgt, or .path), not both")
 
 
 def _train_file(folder: Path, lang: str, key: str) -> Path:
@@ -121,18 +125,20 @@ def _train_file(folder: Path, lang: str, key: str) -> Path:
 
 
 def check_sources(cfg: DataConfig) -> list[str]:
-    """What is wrong with the settings of the corpus's sources (data.train, data.val, data.test.NAME and each
-    data.extra_train.NAME but a folder), one problem each; no file is read."""
-    problems = []
+    """What is wrong with the settings of the corpus's sources (data.train, data.val, data.test.NAME,
+    data.extra_train.NAME), one problem each; no file is read (a folder's files are checked when it is read)."""
     try:
-        built = [(settings, key) for key, settings in explicit_splits(cfg).values()]
-        built += [(extra_corpus(name, entry), f"data.extra_train.{name}") for name, entry in cfg.extra_train.items()]
+        named = [(settings, key) for key, settings in explicit_splits(cfg).values()]
+        named += [(extra_corpus(name, entry), f"data.extra_train.{name}") for name, entry in cfg.extra_train.items()]
     except UserError as err:
         return [str(err)]
-    for settings, key in built:
+    problems = []
+    for settings, key in named:
         try:
             if getattr(settings, "dir", None) is None:
                 build_source(settings, cfg.src_lang, cfg.tgt_lang, key)
+            else:
+                _check_folder_alone(settings, key)
         except UserError as err:
             problems.append(str(err))
     return problems

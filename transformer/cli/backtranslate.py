@@ -16,7 +16,7 @@ from transformer.config import BacktranslateConfig
 from transformer.corpus import evaluation_splits, fetch
 from transformer.errors import UserError
 from transformer.locks import lock_run_dir
-from transformer.sources import build_source, read_lines, source_config
+from transformer.sources import build_source, given, read_lines, source_config
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +32,11 @@ def input_paths(value) -> list[Path]:
 def monolingual(cfg: DictConfig, data: DictConfig) -> tuple[list[str], Iterator[str]]:
     """The text to back-translate (in the model's source language), and what names it in the job record: the
     `input` files' lines, or that language's side of the corpus `source` (a TSV column, a TMX language ...)."""
-    if cfg.source is None:
+    settings = source_config(cfg.source, "source")
+    if not given(settings):
         paths = input_paths(cfg.input)
         return [str(p.resolve()) for p in paths], (line for path in paths for line in read_lines(path))
-    source = build_source(source_config(cfg.source, "source"), data.src_lang, data.tgt_lang, "source")
+    source = build_source(settings, data.src_lang, data.tgt_lang, "source")
     return [f"{source.describe()}, {data.src_lang} side"], source.side(data.src_lang)
 
 
@@ -70,7 +71,7 @@ def main(cfg: DictConfig) -> None:
             raise UserError(f"chunk_lines={cfg.chunk_lines}: give at least 1")
         if cfg.decoding.n_best != 1:
             raise UserError("back-translation keeps one translation per sentence: decoding.n_best=1")
-        if (cfg.input is None) == (cfg.source is None):
+        if (cfg.input is None) == (not given(source_config(cfg.source, "source"))):
             raise UserError("give the text to back-translate as input=PATH (or input=[A,B]) or as source.*, not both")
         output = Path(cfg.output)
         lock_run_dir(output, job="back-translation", elsewhere="output=DIR")

@@ -12,7 +12,7 @@ from transformer.config import DecodingConfig, EvaluateConfig
 from transformer.corpus import fetch, text_source
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
-from transformer.sources import Source, build_source, source_config
+from transformer.sources import Source, build_source, given, source_config
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +38,13 @@ def decoding_label(d: DictConfig) -> str:
 def test_source(cfg: DictConfig, data_cfg: DictConfig) -> tuple[str, Source]:
     """The pairs to score and their name: explicit `src_file`/`ref_file`, or a `source`, else `split` of the
     checkpoint's corpus."""
-    langs = (data_cfg.src_lang, data_cfg.tgt_lang)
+    langs, settings = (data_cfg.src_lang, data_cfg.tgt_lang), source_config(cfg.source, "source")
     if cfg.src_file or cfg.ref_file:
-        if not (cfg.src_file and cfg.ref_file) or cfg.source:
+        if not (cfg.src_file and cfg.ref_file) or given(settings):
             raise UserError("give both src_file=PATH and ref_file=PATH, or source.*, or neither (then split=NAME)")
         return Path(cfg.src_file).name, text_source(Path(cfg.src_file), cfg.ref_file, *langs, "src_file/ref_file")
-    if cfg.source:
-        settings = source_config(cfg.source, "source")
-        return Path(settings.path or settings.src or "source").name, build_source(settings, *langs, "source")
+    if given(settings):
+        return Path(settings.path or settings.src).name, build_source(settings, *langs, "source")
     return cfg.split, fetch(data_cfg, [cfg.split])[cfg.split]
 
 

@@ -37,6 +37,11 @@ def source_config(entry, key: str, schema: type[SourceConfig] = SourceConfig) ->
     return schema(**values)
 
 
+def given(cfg: SourceConfig) -> bool:
+    """Whether the settings name a corpus at all (a file or a path)."""
+    return any(value is not None for value in (cfg.src, cfg.tgt, cfg.path))
+
+
 def build_source(cfg: SourceConfig, src_lang: str, tgt_lang: str, key: str) -> Source:
     """The source the settings `cfg` (named `key` in messages) describe, for the languages src_lang -> tgt_lang.
     Nothing is read yet."""
@@ -49,7 +54,7 @@ def build_source(cfg: SourceConfig, src_lang: str, tgt_lang: str, key: str) -> S
     else:
         kind = next((kind for kind in SOURCES.values() if kind.claims(cfg)), None)
         if kind is None:
-            ways = "; or ".join(option.given_as.format(key=key) for option in SOURCES.values())
+            ways = ", or ".join(option.given_as.format(key=key) for option in SOURCES.values())
             raise UserError(f"{key} names no corpus: give {ways}")
     return kind(cfg, src_lang, tgt_lang, key)
 
@@ -60,6 +65,7 @@ __all__ = [
     "Source",
     "build_source",
     "decode_line",
+    "given",
     "open_text",
     "raw_lines",
     "read_lines",

@@ -15,7 +15,7 @@ class HFDataset(Source):
     folder (a `save_to_disk` folder, or a dataset repository's layout) or a data file (.parquet, .jsonl, .json,
     .arrow, .csv). Text from the `field` column of {language: text} dicts, or two named text `columns`."""
 
-    given_as = "{key}.path=NAME|FOLDER|FILE (a Hugging Face dataset, with {key}.name, {key}.split)"
+    given_as = "{key}.path=DATASET (a Hugging Face dataset: {key}.name, {key}.split)"
     DATA_FILES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".arrow": "arrow", ".csv": "csv"}
     BATCH = 1000  # rows read at a time
 

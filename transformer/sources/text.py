@@ -14,7 +14,7 @@ from transformer.sources.streams import read_lines
 class TextFiles(Source):
     """Two aligned text files, one sentence per line: line n of `tgt` translates line n of `src`."""
 
-    given_as = "{key}.src and {key}.tgt (two aligned text files)"
+    given_as = "{key}.src and {key}.tgt (two text files)"
 
     @classmethod
     def claims(cls, cfg: SourceConfig) -> bool:

@@ -32,7 +32,7 @@ class TmxFile(Source):
     """A TMX 1.4 file, parsed as a stream: each <tu> with a <tuv> of both languages (`xml:lang` or `lang`, any
     region: fr-FR is fr) is a pair; a unit without both is counted as skipped["missing language"]."""
 
-    given_as = "{key}.path=FILE.tmx (a translation memory)"
+    given_as = "{key}.path=FILE.tmx"
 
     @classmethod
     def claims(cls, cfg: SourceConfig) -> bool:

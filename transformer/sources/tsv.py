@@ -14,7 +14,7 @@ class TsvFile(Source):
     """One file of tab-separated columns, two of them the source and the target (`columns`, 0-based); a line
     with too few columns is counted as skipped["columns"] and skipped."""
 
-    given_as = "{key}.path=FILE.tsv (tab-separated columns, {key}.columns=[SRC,TGT], default [0,1])"
+    given_as = "{key}.path=FILE.tsv"
 
     @classmethod
     def claims(cls, cfg: SourceConfig) -> bool:
