@@ -35,7 +35,7 @@ def decoding_label(d: DictConfig) -> str:
     return label + (f"-tag{d.tag}" if d.tag else "") + (f"-{d.precision}" if d.precision != default.precision else "")
 
 
-def test_source(cfg: DictConfig, data_cfg: DictConfig) -> tuple[str, Source]:
+def evaluation_source(cfg: DictConfig, data_cfg: DictConfig) -> tuple[str, Source]:
     """The pairs to score and their name: explicit `src_file`/`ref_file`, or a `source`, else `split` of the
     checkpoint's corpus."""
     langs, settings = (data_cfg.src_lang, data_cfg.tgt_lang), source_config(cfg.source, "source")
@@ -57,7 +57,7 @@ def main(cfg: DictConfig) -> None:
         if cfg.output and Path(cfg.output).is_dir():
             raise UserError(f"output={cfg.output} is a folder; give the hypotheses file's name (or leave output out)")
         ckpt, translator = load_engine(cfg.checkpoint, cfg.engine, cfg.decoding, cfg.device)
-        name, source = test_source(cfg, ckpt.config.data)
+        name, source = evaluation_source(cfg, ckpt.config.data)
         pairs = list(source.pairs())
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
         start = time.perf_counter()
