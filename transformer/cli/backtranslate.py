@@ -72,7 +72,7 @@ def main(cfg: DictConfig) -> None:
         if cfg.decoding.n_best != 1:
             raise UserError("back-translation keeps one translation per sentence: decoding.n_best=1")
         if (cfg.input is None) == (not given(source_config(cfg.source, "source"))):
-            raise UserError("give the text to back-translate as input=PATH (or input=[A,B]) or as source.*, not both")
+            raise UserError("give the text to back-translate: input=PATH (or input=[A,B]) or source.*: one of them")
         output = Path(cfg.output)
         lock_run_dir(output, job="back-translation", elsewhere="output=DIR")
         ckpt, model = load_models(cfg.checkpoint, pick_device(cfg.device))
