@@ -161,8 +161,7 @@ def tatoeba_files(args: argparse.Namespace) -> list[Path]:
     """Tatoeba's train split in the final model's direction (source, target), under --shared-dir/tatoeba."""
     from transformer.corpus import builtin_files  # here: its imports (numpy, tqdm) are not for --help
 
-    files = builtin_files(Path(args.shared_dir) / "tatoeba", "train", *MODES[args.mode].pair.split("->"))
-    return [files.src, files.tgt]
+    return list(builtin_files(Path(args.shared_dir) / "tatoeba", "train", *MODES[args.mode].pair.split("->")))
 
 
 def tatoeba_corpus(args: argparse.Namespace) -> list[str]:

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from transformer.config import DataConfig, SplitFiles
+from transformer.config import DataConfig, SourceConfig
 from transformer.data import prepare
 
 
@@ -66,8 +66,8 @@ def measure(lines: int, workdir: Path, num_proc: int) -> dict:
         name=f"synthetic{lines}",
         src_lang="src",
         tgt_lang="tgt",
-        train=SplitFiles(*map(str, train)),
-        val=SplitFiles(*map(str, val)),
+        train=SourceConfig(*map(str, train)),
+        val=SourceConfig(*map(str, val)),
         prepared_dir=str(workdir / "prepared"),
         num_proc=num_proc,
     )

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from transformer.checkpoint import load_checkpoint
-from transformer.corpus import decode_line, raw_lines
+from transformer.sources import decode_line, raw_lines
 
 DEFAULT_FILE = "/work/shared/data/multi30k/train.fr.gz"
 

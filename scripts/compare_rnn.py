@@ -33,7 +33,7 @@ from plot_curves import plot, read_scalars
 
 from transformer.checkpoint import load_checkpoint
 from transformer.config import DecodingConfig
-from transformer.corpus import fetch, read_parallel
+from transformer.corpus import fetch
 from transformer.plotting import attention_matrix, attention_tokens, draw_heatmap, save_figure
 from transformer.translator import Translator
 
@@ -63,7 +63,7 @@ def score(run_dir: Path, eval_sentences: int, batch_size: int) -> dict:
     result = {"step": int(ckpt.meta["step"]), "parameters": params, "train_tokens_per_s": statistics.median(speeds)}
     files = fetch(ckpt.config.data, list(SPLITS))
     for split in SPLITS:
-        pairs = list(read_parallel(files[split]))[: eval_sentences or None]
+        pairs = list(files[split].pairs())[: eval_sentences or None]
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
         for name, settings in STRATEGIES.items():
             decoding = OmegaConf.structured(DecodingConfig(batch_size=batch_size, **settings))

@@ -26,7 +26,7 @@ import torch
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.config import DecodingConfig, InferencePrecision, choices
-from transformer.corpus import fetch, read_parallel
+from transformer.corpus import fetch
 from transformer.fast_inference.kernels import cpu_isa, runs
 from transformer.results import decoding
 from transformer.translator import TextTranslator, Translator
@@ -79,7 +79,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     ckpt = load_checkpoint(args.checkpoint, "cpu")
-    pairs = list(read_parallel(fetch(ckpt.config.data, [args.split])[args.split]))
+    pairs = list(fetch(ckpt.config.data, [args.split])[args.split].pairs())
     pairs = pairs[: args.sentences or len(pairs)]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     batch, threads = f"batch {args.batch}" if args.batch else "the presets' batches", torch.get_num_threads()

@@ -23,7 +23,7 @@ import torch
 
 from transformer.batching import collate
 from transformer.checkpoint import load_checkpoint
-from transformer.corpus import fetch, read_parallel
+from transformer.corpus import fetch
 from transformer.decoding import greedy_decode
 from transformer.fast_inference import inference_copy
 from transformer.fast_inference.int8 import Int8Linear
@@ -108,7 +108,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     ckpt = load_checkpoint(args.checkpoint, "cpu")
-    pairs = list(read_parallel(fetch(ckpt.config.data, [args.split])[args.split]))[: args.sentences]
+    pairs = list(fetch(ckpt.config.data, [args.split])[args.split].pairs())[: args.sentences]
     src, tgt = ckpt.tokenizer.encode_src([s for s, _ in pairs]), ckpt.tokenizer.encode_tgt([t for _, t in pairs])
     batches = [collate(src[i : i + args.batch], tgt[i : i + args.batch]) for i in range(0, len(pairs), args.batch)]
     max_len = max(b.tgt_out.size(1) for b in batches) + 10

@@ -28,7 +28,6 @@ from tqdm import tqdm
 from transformer.batching import collate
 from transformer.checkpoint import Checkpoint, load_checkpoint
 from transformer.cli import CONFIG_PATH
-from transformer.corpus import read_parallel
 from transformer.results import decoding, test_sets
 from transformer.tokenizer import PAD_ID
 from transformer.translator import Translator
@@ -111,7 +110,7 @@ def main() -> None:
     settings |= {f"MBR T={t:g}": (mbr, t) for t in args.temperatures}
     bleu: dict[str, dict[str, float]] = {setting: {} for setting in settings}
     for name in tqdm(names, desc="sets", unit="set"):
-        pairs = list(read_parallel(sets[name]))
+        pairs = list(sets[name].pairs())
         lists = nbest(forward, reverse, [s for s, _ in pairs], args.beam)
         refs = [[t for _, t in pairs]]
         for setting, (pick, value) in settings.items():

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import sacrebleu
 
-from transformer.corpus import builtin_files, read_lines
+from transformer.corpus import builtin_files
 from transformer.errors import UserError
+from transformer.sources import read_lines
 
 WORD = re.compile(r"\w+")
 SPLITS = ["val", "test_2016_flickr", "test_2017_flickr", "test_2018_flickr"]
@@ -54,8 +55,8 @@ def hypotheses(pattern: str, split: str, refs: list[str]) -> list[str]:
 
 def split_lines(args: argparse.Namespace, split: str) -> dict[str, list[str]]:
     """The source and target lines of `split` in --corpus, by language."""
-    files = builtin_files(args.corpus, split, args.src, args.tgt)
-    return {args.src: list(read_lines(files.src)), args.tgt: list(read_lines(files.tgt))}
+    src, tgt = builtin_files(args.corpus, split, args.src, args.tgt)
+    return {args.src: list(read_lines(src)), args.tgt: list(read_lines(tgt))}
 
 
 def split_bleu(hyps: list[str], refs: list[str], unseen: list[bool]) -> str:
@@ -78,8 +79,8 @@ def labelled(spec: str) -> tuple[str, str]:
 
 def table(args: argparse.Namespace) -> list[str]:
     src, tgt = args.src, args.tgt
-    train_files = builtin_files(args.corpus, "train", src, tgt)
-    train = {src: vocabulary(train_files.src), tgt: vocabulary(train_files.tgt)}
+    train_src, train_tgt = builtin_files(args.corpus, "train", src, tgt)
+    train = {src: vocabulary(train_src), tgt: vocabulary(train_tgt)}
     both = (
         {lang: train[lang] | vocabulary(args.synthetic / f"train.{lang}") for lang in (src, tgt)}
         if args.synthetic

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import WORDS_EN, WORDS_FR, training_pairs
 from transformer.cleaning import RULES
-from transformer.config import CleanConfig, DataConfig, SplitFiles
+from transformer.config import CleanConfig, DataConfig, SourceConfig
 from transformer.data import prepare
 
 MAX_LEN = 12  # tokens with EOS; the test words are whole pieces of the vocabulary below
@@ -36,10 +36,10 @@ SWITCH = {"ratio": {"max_ratio": 0}, "duplicate": {"duplicates": False}, "equal 
 SWITCH["eval overlap"] = {"eval_overlap": False}
 
 
-def write_pairs(directory: Path, name: str, pairs: list[tuple[str, str]]) -> SplitFiles:
+def write_pairs(directory: Path, name: str, pairs: list[tuple[str, str]]) -> SourceConfig:
     for side, lang in ((0, "fr"), (1, "en")):
         (directory / f"{name}.{lang}").write_text("".join(pair[side] + "\n" for pair in pairs))
-    return SplitFiles(str(directory / f"{name}.fr"), str(directory / f"{name}.en"))
+    return SourceConfig(str(directory / f"{name}.fr"), str(directory / f"{name}.en"))
 
 
 def config(tmp_path: Path, **clean) -> DataConfig:

@@ -62,7 +62,7 @@ def test_unknown_key_and_wrong_type_are_rejected():
     [
         ("trainer.max_stepz=3", "did you mean trainer.max_steps? valid keys of trainer: accumulate,"),
         ("data.tokenizer.vocab=8", "did you mean data.tokenizer.vocab_size?"),
-        ("data.train.source=a.fr", "valid keys of data.train: src, tgt"),
+        ("data.train.source=a.fr", "did you mean data.train.src? valid keys of data.train: columns, field, format"),
         ("beam_size=4", "did you mean decoding.beam_size"),
     ],
 )

@@ -1,4 +1,5 @@
 import gzip
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -7,8 +8,8 @@ import torch
 
 from tests.conftest import training_pairs, write_corpus
 from transformer.batching import TrainBatches, collate, token_batches
-from transformer.config import CleanConfig, DataConfig, SplitFiles
-from transformer.corpus import ParallelFiles, evaluation_splits, read_parallel, split_files, split_names
+from transformer.config import CleanConfig, DataConfig, SourceConfig
+from transformer.corpus import evaluation_splits, split_names, split_source, text_source
 from transformer.data import prepare
 from transformer.errors import UserError
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -21,8 +22,8 @@ def files_config(corpus, tmp_path, clean: bool = False, **tokenizer) -> DataConf
         src_lang="fr",
         tgt_lang="en",
         prepared_dir=str(tmp_path / "prepared"),
-        train=SplitFiles(*map(str, corpus["train"])),
-        val=SplitFiles(*map(str, corpus["val"])),
+        train=SourceConfig(*map(str, corpus["train"])),
+        val=SourceConfig(*map(str, corpus["val"])),
         test={"test": dict(zip(("src", "tgt"), map(str, corpus["test"])))},
     )
     cfg.tokenizer.vocab_size = 60
@@ -90,34 +91,38 @@ def write(path, data: bytes):
     return path
 
 
+def pairs(src, tgt, skipped=None) -> list[tuple[str, str]]:
+    return list(text_source(src, tgt, "fr", "en", "data.train").pairs(skipped))
+
+
 def test_mismatched_line_counts_are_an_error(tmp_path):
-    files = ParallelFiles(write(tmp_path / "a.fr", b"un\ndeux\ntrois\n"), write(tmp_path / "a.en", b"one\ntwo\n"))
     with pytest.raises(UserError, match="has 3 lines but .* has 2"):
-        list(read_parallel(files))
+        pairs(write(tmp_path / "a.fr", b"un\ndeux\ntrois\n"), write(tmp_path / "a.en", b"one\ntwo\n"))
+    with pytest.raises(UserError, match="has 1 lines but .* has 3"):
+        pairs(write(tmp_path / "a.fr", b"un\n"), write(tmp_path / "a.en", b"one\ntwo\nthree\n"))
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
-    files = ParallelFiles(write(tmp_path / "b.fr", b"un\n\xff\xfe\n"), write(tmp_path / "b.en", b"one\ntwo\n"))
     with pytest.raises(UserError, match=r"b\.fr:2: not valid UTF-8"):
-        list(read_parallel(files))
+        pairs(write(tmp_path / "b.fr", b"un\n\xff\xfe\n"), write(tmp_path / "b.en", b"one\ntwo\n"))
 
 
 def test_empty_lines_are_skipped_and_crlf_handled(tmp_path):
     src = write(tmp_path / "c.fr.gz", gzip.compress(b"un\r\n  \r\ntrois\r\n"))
     tgt = write(tmp_path / "c.en", b"one\r\ntwo\r\nthree\r\n")
-    skipped = []
-    assert list(read_parallel(ParallelFiles(src, tgt), skipped)) == [("un", "one"), ("trois", "three")]
-    assert skipped == [2]
+    skipped = Counter()
+    assert pairs(src, tgt, skipped) == [("un", "one"), ("trois", "three")]
+    assert skipped == {"empty": 1}
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(UserError, match="missing corpus file"):
-        list(read_parallel(ParallelFiles(tmp_path / "nope.fr", tmp_path / "nope.en")))
+        pairs(tmp_path / "nope.fr", tmp_path / "nope.en")
 
 
 def test_missing_split_names_the_available_ones():
     with pytest.raises(UserError, match=r"corpus 'multi30k' has no split 'test_2019'; its splits are \['train'"):
-        split_files(DataConfig(name="multi30k", dir="data/multi30k", test_splits=["test_2016_flickr"]), "test_2019")
+        split_source(DataConfig(name="multi30k", dir="data/multi30k", test_splits=["test_2016_flickr"]), "test_2019")
 
 
 def test_token_batches_respect_the_budget_and_cover_every_example():
@@ -189,10 +194,10 @@ def test_subword_sampling_resegments_training_batches_reproducibly(corpus, tmp_p
 def test_the_test_sets_are_the_builtin_test_splits_then_the_named_files():
     named = {"mine": {"src": "x.fr", "tgt": "x.en"}}
     builtin = DataConfig(name="multi30k", dir="d", test_splits=["test_2016_flickr", "test_2017_flickr"])
-    files = DataConfig(name="files", train=SplitFiles("a", "b"), val=SplitFiles("c", "d"), test=named)
+    files = DataConfig(name="files", train=SourceConfig("a", "b"), val=SourceConfig("c", "d"), test=named)
     both = DataConfig(name="multi30k", dir="d", test_splits=["test_2016_flickr"], test=named)
     assert evaluation_splits(builtin) == ["test_2016_flickr", "test_2017_flickr"]
     assert evaluation_splits(files) == ["mine"]
     assert evaluation_splits(both) == ["test_2016_flickr", "mine"]
     assert split_names(both) == ["train", "val", "test_2016_flickr", "mine"]
-    assert split_files(both, "mine") == ParallelFiles(Path("x.fr"), Path("x.en"))
+    assert split_source(both, "mine").files == (Path("x.fr"), Path("x.en"))

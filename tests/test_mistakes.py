@@ -18,7 +18,7 @@ NO_GPU = not torch.cuda.is_available()
 MISTAKES = [
     ("translate", "'sentences=[un chien]'", "missing required setting checkpoint"),
     ("evaluate", "split=toy", "missing required setting checkpoint"),
-    ("prepare", "data=files", "missing required setting data.train.src"),
+    ("prepare", "data=files", "data.train names no corpus: give data.train.src and data.train.tgt"),
     ("train", "{data} {tiny} trainer.max_steps=abc hydra.run.dir={run}", "could not be converted to Integer"),
     ("train", "{data} {tiny} trainer.max_stepz=3 hydra.run.dir={run}", "did you mean trainer.max_steps"),
     ("prepare", "data=nonexistent", "Could not find 'data/nonexistent' Available options in 'data': files"),
@@ -58,6 +58,9 @@ MISTAKES = [
     ("prepare", "{data} data.tag=s", "data.tag='s' is not a tag name"),
     ("prepare", "{data} +data.extra_train.more.src={tmp}/val.fr", "needs both data.extra_train.more.src and"),
     ("prepare", "{data} +data.extra_train.more.wieght=2", "data.extra_train.more.wieght is no setting"),
+    ("prepare", "{data} data.train.format=csv", "data.train.format='csv' is not one of text, tsv, tmx, datasets"),
+    ("prepare", "{data} +data.test.memory.path={tmp}/nope.tmx", "missing corpus file"),
+    ("prepare", "{data} +data.test.memory.path={tmp}/val.fr +data.test.memory.format=tmx", "not well-formed XML"),
     ("average", "last=2", "missing required setting checkpoints"),
     ("average", "checkpoints=[{dir}] last=2", "no step checkpoints in"),
     ("average", "checkpoints=[{tmp}/run] last=2", "no step checkpoints in"),

@@ -1,6 +1,7 @@
 """Corpus mixtures: weights give each corpus its share of every epoch; tags mark a corpus's sources."""
 
 import gzip
+import lzma
 import math
 from collections import Counter
 
@@ -144,7 +145,7 @@ def test_weights_are_no_part_of_the_prepared_data_but_tags_are(corpus, tmp_path)
     ]
 
 
-def test_an_extra_corpus_can_be_a_folder_of_plain_or_gzip_files(corpus, tmp_path):
+def test_an_extra_corpus_can_be_a_folder_of_plain_or_compressed_files(corpus, tmp_path):
     folder = tmp_path / "bt"
     folder.mkdir()
     src, tgt = write_corpus(tmp_path, "made", 40, seed=5)
@@ -155,11 +156,11 @@ def test_an_extra_corpus_can_be_a_folder_of_plain_or_gzip_files(corpus, tmp_path
     prepared = prepare(cfg)
     assert training_pairs(prepared)[300][0] == src.read_text().splitlines()[0]
     assert [c["pairs"] for c in prepared.corpora] == [300, 40]
-    (folder / "train.en.gz").write_bytes(gzip.compress(tgt.read_bytes()))
-    with pytest.raises(UserError, match="holds both of train.en and train.en.gz"):
+    (folder / "train.en.xz").write_bytes(lzma.compress(tgt.read_bytes()))
+    with pytest.raises(UserError, match="holds train.en and train.en.xz; it needs exactly one"):
         prepare(cfg)
     cfg.extra_train = {"bt": {"dir": str(tmp_path / "nowhere")}}
-    with pytest.raises(UserError, match="holds neither of train.fr and train.fr.gz"):
+    with pytest.raises(UserError, match="holds none of train.fr, train.fr.gz, train.fr.xz"):
         prepare(cfg)
 
 

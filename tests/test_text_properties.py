@@ -18,7 +18,8 @@ from transformer import backtranslation  # noqa: E402
 from transformer.checkpoint import load_checkpoint  # noqa: E402
 from transformer.cli.translate import decode_input, write_output  # noqa: E402
 from transformer.config import DecodingConfig  # noqa: E402
-from transformer.corpus import ParallelFiles, read_lines, read_parallel  # noqa: E402
+from transformer.corpus import text_source  # noqa: E402
+from transformer.sources import read_lines  # noqa: E402
 from transformer.translator import Translator  # noqa: E402
 
 QUICK, SLOW = 15, 150  # examples per property: in the quick loop, under the slow marker
@@ -159,7 +160,7 @@ def check_synthetic_corpus(translator: Translator, sentences: list[str], folder:
     originals, synthetic = list(read_lines(original_file)), list(read_lines(synthetic_file))
     assert originals == sentences and len(synthetic) == len(sentences)
     assert synthetic == [translator.translate([s])[0] for s in sentences]
-    pairs = list(read_parallel(ParallelFiles(synthetic_file, original_file)))
+    pairs = list(text_source(synthetic_file, original_file, *langs, "the synthetic corpus").pairs())
     assert pairs == [(y.strip(), x.strip()) for y, x in zip(synthetic, originals) if y.strip() and x.strip()]
 
 

@@ -58,11 +58,24 @@ def choice_fields(schema: type) -> dict[str, tuple[str, ...]]:
 
 
 @dataclass
-class SplitFiles:
-    """A parallel split given as two one-sentence-per-line files (plain or .gz)."""
+class SourceConfig:
+    """Where a parallel corpus's pairs come from (transformer/sources.py reads it): two aligned text files (`src`,
+    `tgt`), or one `path`: a .tsv or .tmx file, or a Hugging Face dataset. Files may be compressed: .gz, .xz, .bz2,
+    .zst. Without `format`, src/tgt mean text files, a path ending in .tsv or .tmx (plus compression) those, and
+    any other path a dataset."""
 
-    src: str = MISSING
-    tgt: str = MISSING
+    src: str | None = None  # one sentence per line; line n of tgt translates line n of src
+    tgt: str | None = None
+    path: str | None = None  # a .tsv or .tmx file; or a dataset: hub name, save_to_disk folder, .parquet/.jsonl file
+    format: str = ""  # one of transformer.sources.SOURCES (text, tsv, tmx, datasets); "" = inferred as above
+    # tsv: the source and target columns, 0-based (default [0, 1]); a line with too few columns is skipped.
+    # datasets: two text columns by name (default: the `field` column's dicts)
+    columns: list[Any] | None = None
+    field: str = "translation"  # datasets: the column of {language code: text} dicts (data.src_lang/tgt_lang keys)
+    name: str | None = None  # datasets: its configuration, e.g. fr-en
+    split: str = "train"  # datasets: its split
+    revision: str | None = None  # datasets on the hub: a branch, tag or commit
+    streaming: bool = True  # datasets: read hub datasets and data files as a stream, not downloaded whole first
 
 
 @dataclass
@@ -93,13 +106,11 @@ class CleanConfig:
 
 
 @dataclass
-class ExtraCorpus:
-    """A training corpus added to the main one (`data.extra_train.NAME`): two files, or a folder with both
+class ExtraCorpus(SourceConfig):
+    """A training corpus added to the main one (`data.extra_train.NAME`): any source, or a folder with both
     languages' `train` files. A free-form mapping in the schema, so `+data.extra_train.NAME.KEY=...` can add it."""
 
-    src: str | None = None  # one sentence per line, plain or .gz
-    tgt: str | None = None
-    dir: str | None = None  # or a folder holding train.{lang} or train.{lang}.gz for data.src_lang and data.tgt_lang
+    dir: str | None = None  # or a folder holding train.{lang} (plain or compressed) for data.src_lang and data.tgt_lang
     weight: float = 1.0  # as data.weight
     tag: str = ""  # as data.tag
     # Noised back-translation (Edunov et al. 2018; transformer/noise.py): each source word dropped with this
@@ -122,10 +133,10 @@ class DataConfig:
     train_split: str = "train"
     val_split: str = "val"
     test_splits: list[str] = field(default_factory=list)
-    # Explicit files (data=files) override the builtin layout split by split.
-    train: SplitFiles | None = None
-    val: SplitFiles | None = None
-    test: dict[str, dict[str, str]] = field(default_factory=dict)  # NAME -> {src: PATH, tgt: PATH}
+    # Explicit sources (data=files) override the builtin layout split by split.
+    train: SourceConfig | None = None
+    val: SourceConfig | None = None
+    test: dict[str, dict[str, Any]] = field(default_factory=dict)  # NAME -> the keys of SourceConfig
     # More training corpora, e.g. another corpus or back-translations, added to the training split (and to
     # SentencePiece's input), each with its own weight and tag.
     extra_train: dict[str, dict[str, Any]] = field(default_factory=dict)  # NAME -> the keys of ExtraCorpus
@@ -298,6 +309,7 @@ class EvaluateConfig:
     split: str = "test_2016_flickr"  # a split of the checkpoint's corpus
     src_file: str | None = None  # or explicit files instead of a split
     ref_file: str | None = None
+    source: SourceConfig = field(default_factory=SourceConfig)  # or any corpus source (source.path=test.tsv ...)
     output: str | None = None  # hypotheses file; default: beside the checkpoint
     device: str = "auto"
     engine: str = choice(Engine, "pytorch")  # ctranslate2: checkpoint= a transformer-export format=ctranslate2 folder
@@ -385,7 +397,9 @@ class ResultsConfig:
 @dataclass
 class BacktranslateConfig:
     checkpoint: Any = MISSING  # the reverse model (run directory or checkpoint file), or a list of them (ensemble)
-    input: Any = MISSING  # monolingual text in the model's source language: a file or a list (plain or .gz)
+    input: Any = None  # monolingual text in the model's source language: a file or a list (plain or compressed)
+    # or that language's side of a corpus source (source.path=mono.tsv: a TSV column, a TMX language ...)
+    source: SourceConfig = field(default_factory=SourceConfig)
     output: str = MISSING  # folder of the synthetic corpus, ready for data.extra_train.NAME.dir
     chunk_lines: int = 2000  # sentences translated and written at a time: a restarted run resumes at a chunk
     device: str = "auto"

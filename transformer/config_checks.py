@@ -25,7 +25,7 @@ from transformer.config import (
     bounds,
     choice_fields,
 )
-from transformer.corpus import extra_corpus
+from transformer.corpus import check_sources, extra_corpus
 from transformer.errors import UserError
 
 
@@ -130,12 +130,12 @@ def _check_corpus(problems: list[str], key: str, weight, tag) -> None:
 
 def _check_data(problems: list[str], d) -> None:
     _check_corpus(problems, "data", d.weight, d.tag)
+    problems += check_sources(d)
     for name, entry in d.extra_train.items():
         try:
             extra = extra_corpus(name, entry)
-        except UserError as err:
-            problems.append(str(err))
-            continue
+        except UserError:
+            continue  # check_sources named it
         _check_corpus(problems, f"data.extra_train.{name}", extra.weight, extra.tag)
         _bounded(problems, f"data.extra_train.{name}.", asdict(extra), ExtraCorpus)
     if not (d.clean.max_ratio == 0 or d.clean.max_ratio >= 1):

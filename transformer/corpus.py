@@ -1,39 +1,26 @@
-"""Where a parallel corpus comes from: local files, a mirror directory, or a download.
+"""Where a parallel corpus comes from: its splits' sources, a mirror directory, or a download.
 
-Builtin corpora (multi30k, tatoeba) are `{dir}/{split}.{lang}.gz`; `data=files`
-names each split's two files directly. Reading checks what a user's files can
-get wrong and says which file and line.
+Builtin corpora (multi30k, tatoeba) are `{dir}/{split}.{lang}.gz`; `data=files` gives each split as any corpus
+source (transformer/sources/), and `data.extra_train.NAME` adds more training corpora.
 """
 
-import gzip
 import logging
 import urllib.request
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import zip_longest
 from pathlib import Path
-from typing import IO
 
 from transformer.backtranslation import check_corpus_folder
-from transformer.config import DataConfig, ExtraCorpus
+from transformer.config import DataConfig, ExtraCorpus, SourceConfig
 from transformer.errors import UserError
 from transformer.files import atomic_copy, atomic_write
+from transformer.sources import OPENERS, Source, build_source, given, source_config
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ParallelFiles:
-    """The source-side and target-side file of one split."""
-
-    src: Path
-    tgt: Path
-
-
 def evaluation_splits(cfg: DataConfig) -> list[str]:
     """The corpus's test sets, first one first: its builtin test splits (`data.test_splits`), then the
-    splits given as files (`data.test.NAME`). The one rule for prepare, train's hint, evaluate and results."""
+    splits given as sources (`data.test.NAME`). The one rule for prepare, train's hint, evaluate and results."""
     return [*cfg.test_splits, *(name for name in cfg.test if name not in cfg.test_splits)]
 
 
@@ -42,21 +29,37 @@ def split_names(cfg: DataConfig) -> list[str]:
     return [cfg.train_split, cfg.val_split, *evaluation_splits(cfg)]
 
 
-def split_files(cfg: DataConfig, split: str) -> ParallelFiles:
-    """The two files of `split` (for builtin corpora, in the local directory)."""
-    explicit = {cfg.train_split: cfg.train, cfg.val_split: cfg.val}.get(split)
+def explicit_splits(cfg: DataConfig) -> dict[str, tuple[str, SourceConfig]]:
+    """The splits given as sources (data.train, data.val, data.test.NAME): their setting's name and settings."""
+    entries = {cfg.train_split: ("data.train", cfg.train), cfg.val_split: ("data.val", cfg.val)}
+    entries |= {name: (f"data.test.{name}", entry) for name, entry in cfg.test.items()}
+    return {split: (key, source_config(entry, key)) for split, (key, entry) in entries.items() if entry is not None}
+
+
+def split_source(cfg: DataConfig, split: str) -> Source:
+    """The source of `split`: as data.train, data.val or data.test.NAME give it, else the builtin layout."""
+    explicit = explicit_splits(cfg).get(split)
     if explicit is not None:
-        return ParallelFiles(Path(explicit.src), Path(explicit.tgt))
-    if split in cfg.test:
-        return _named_pair(cfg.test[split], f"data.test.{split}")
+        key, settings = explicit
+        return build_source(settings, cfg.src_lang, cfg.tgt_lang, key)
     if cfg.dir is None or split not in split_names(cfg):
         raise UserError(f"corpus {cfg.name!r} has no split {split!r}; its splits are {split_names(cfg)}")
-    return builtin_files(Path(cfg.dir), split, cfg.src_lang, cfg.tgt_lang)
+    return builtin_source(Path(cfg.dir), split, cfg.src_lang, cfg.tgt_lang)
 
 
-def builtin_files(folder: Path, split: str, src_lang: str, tgt_lang: str) -> ParallelFiles:
+def builtin_files(folder: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
     """A builtin corpus's split in `folder` (its local copy or its mirror): `{split}.{lang}.gz` for each side."""
-    return ParallelFiles(folder / f"{split}.{src_lang}.gz", folder / f"{split}.{tgt_lang}.gz")
+    return folder / f"{split}.{src_lang}.gz", folder / f"{split}.{tgt_lang}.gz"
+
+
+def builtin_source(folder: Path, split: str, src_lang: str, tgt_lang: str) -> Source:
+    """A builtin corpus's split in `folder` as a source."""
+    return text_source(*builtin_files(folder, split, src_lang, tgt_lang), src_lang, tgt_lang, f"{folder}/{split}")
+
+
+def text_source(src: str | Path, tgt: str | Path, src_lang: str, tgt_lang: str, key: str) -> Source:
+    """Two aligned text files as a source."""
+    return build_source(SourceConfig(src=str(src), tgt=str(tgt)), src_lang, tgt_lang, key)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class TrainingCorpus:
     """One corpus of the training split: the main one (named `data.name`) or a `data.extra_train.NAME`."""
 
     name: str
-    files: ParallelFiles
+    source: Source
     weight: float = 1.0
     tag: str = ""
     noise: float = 0.0  # word noise on the source (transformer/noise.py)
@@ -73,21 +76,16 @@ class TrainingCorpus:
 
 def extra_corpus(name: str, entry) -> ExtraCorpus:
     """The settings of `data.extra_train.NAME` (a free-form mapping in the schema) with their defaults."""
-    fields = dict(entry)
-    unknown = sorted(set(fields) - set(ExtraCorpus.__dataclass_fields__))
-    if unknown:
-        valid = ", ".join(ExtraCorpus.__dataclass_fields__)
-        raise UserError(f"data.extra_train.{name}.{unknown[0]} is no setting; valid keys: {valid}")
-    return ExtraCorpus(**fields)
+    return source_config(entry, f"data.extra_train.{name}", ExtraCorpus)
 
 
 def training_corpora(cfg: DataConfig) -> list[TrainingCorpus]:
-    """The main corpus's training split, then each `data.extra_train.NAME` (two files, or a folder) in order; with
+    """The main corpus's training split, then each `data.extra_train.NAME` (a source, or a folder) in order; with
     `data.both_directions`, then each of them the other way round."""
-    corpora = [TrainingCorpus(cfg.name, split_files(cfg, cfg.train_split), cfg.weight, cfg.tag)]
+    corpora = [TrainingCorpus(cfg.name, split_source(cfg, cfg.train_split), cfg.weight, cfg.tag)]
     for name, entry in cfg.extra_train.items():
         extra = extra_corpus(name, entry)
-        corpora.append(TrainingCorpus(name, _extra_files(cfg, name, extra), extra.weight, extra.tag, extra.noise))
+        corpora.append(TrainingCorpus(name, extra_source(cfg, name, extra), extra.weight, extra.tag, extra.noise))
     if cfg.both_directions:
         corpora += [reversed_corpus(c) for c in corpora]
     return corpora
@@ -95,51 +93,66 @@ def training_corpora(cfg: DataConfig) -> list[TrainingCorpus]:
 
 def reversed_corpus(corpus: TrainingCorpus) -> TrainingCorpus:
     """`corpus` the other way round, untagged and unnoised, named NAME-reversed."""
-    files = ParallelFiles(corpus.files.tgt, corpus.files.src)
-    return TrainingCorpus(f"{corpus.name}-reversed", files, corpus.weight, reverse=True)
+    return TrainingCorpus(f"{corpus.name}-reversed", corpus.source.reversed(), corpus.weight, reverse=True)
 
 
-def _extra_files(cfg: DataConfig, name: str, extra: ExtraCorpus) -> ParallelFiles:
+def extra_source(cfg: DataConfig, name: str, extra: ExtraCorpus) -> Source:
+    """The source of `data.extra_train.NAME`: its source settings, or its folder's train files."""
     key = f"data.extra_train.{name}"
     if name == cfg.name:
         raise UserError(f"{key}: {name!r} is the main corpus's name (data.name); give this one another name")
-    if extra.dir is not None:
-        if extra.src is not None or extra.tgt is not None:
-            raise UserError(f"{key}: give either {key}.dir or {key}.src and {key}.tgt, not both")
-        check_corpus_folder(Path(extra.dir), cfg.src_lang, cfg.tgt_lang, f"{key}.dir")
-        return ParallelFiles(*(_train_file(Path(extra.dir), lang, key) for lang in (cfg.src_lang, cfg.tgt_lang)))
-    if extra.src is None or extra.tgt is None:
-        raise UserError(f"{key} needs both {key}.src and {key}.tgt, or a folder: {key}.dir")
-    files = ParallelFiles(Path(extra.src), Path(extra.tgt))
-    for path in (files.src, files.tgt):
-        if not path.exists():
-            raise UserError(f"missing corpus file {path}; check the {key} paths")
-    return files
+    if extra.dir is None:
+        return build_source(extra, cfg.src_lang, cfg.tgt_lang, key)
+    _check_folder_alone(extra, key)
+    check_corpus_folder(Path(extra.dir), cfg.src_lang, cfg.tgt_lang, f"{key}.dir")
+    src, tgt = (_train_file(Path(extra.dir), lang, key) for lang in (cfg.src_lang, cfg.tgt_lang))
+    return text_source(src, tgt, cfg.src_lang, cfg.tgt_lang, key)
+
+
+def _check_folder_alone(extra: ExtraCorpus, key: str) -> None:
+    if given(extra):
+        raise UserError(f"{key}: give either {key}.dir or the corpus ({key}.src and {key}.tgt, or .path), not both")
 
 
 def _train_file(folder: Path, lang: str, key: str) -> Path:
-    """A corpus folder's `train.{lang}` or `train.{lang}.gz`, whichever it holds."""
-    found = [path for path in (folder / f"train.{lang}", folder / f"train.{lang}.gz") if path.is_file()]
+    """A corpus folder's `train.{lang}`, plain or compressed (`train.{lang}.gz` ...), whichever it holds."""
+    names = [f"train.{lang}", *(f"train.{lang}{suffix}" for suffix in OPENERS)]
+    found = [folder / name for name in names if (folder / name).is_file()]
     if len(found) != 1:
-        holds = "both" if found else "neither"
-        raise UserError(f"{key}.dir={folder} holds {holds} of train.{lang} and train.{lang}.gz; it needs exactly one")
+        holds = " and ".join(path.name for path in found) if found else f"none of {', '.join(names)}"
+        raise UserError(f"{key}.dir={folder} holds {holds}; it needs exactly one train.{lang} (plain or compressed)")
     return found[0]
 
 
-def _named_pair(pair: dict[str, str], key: str) -> ParallelFiles:
-    if "src" not in pair or "tgt" not in pair:
-        raise UserError(f"{key} needs both {key}.src and {key}.tgt")
-    return ParallelFiles(Path(pair["src"]), Path(pair["tgt"]))
+def check_sources(cfg: DataConfig) -> list[str]:
+    """What is wrong with the settings of the corpus's sources (data.train, data.val, data.test.NAME,
+    data.extra_train.NAME), one problem each; no file is read (a folder's files are checked when it is read)."""
+    try:
+        named = [(settings, key) for key, settings in explicit_splits(cfg).values()]
+        named += [(extra_corpus(name, entry), f"data.extra_train.{name}") for name, entry in cfg.extra_train.items()]
+    except UserError as err:
+        return [str(err)]
+    problems = []
+    for settings, key in named:
+        try:
+            if getattr(settings, "dir", None) is None:
+                build_source(settings, cfg.src_lang, cfg.tgt_lang, key)
+            else:
+                _check_folder_alone(settings, key)
+        except UserError as err:
+            problems.append(str(err))
+    return problems
 
 
-def fetch(cfg: DataConfig, splits: list[str]) -> dict[str, ParallelFiles]:
-    """Make sure the files of `splits` exist locally: copy from the mirror or download."""
-    files = {split: split_files(cfg, split) for split in splits}
-    for pair in files.values():
-        for path in (pair.src, pair.tgt):
+def fetch(cfg: DataConfig, splits: list[str]) -> dict[str, Source]:
+    """The sources of `splits`, a builtin corpus's files made local first: copied from the mirror or downloaded."""
+    sources = {split: split_source(cfg, split) for split in splits}
+    explicit = explicit_splits(cfg)
+    for split in (split for split in splits if split not in explicit):
+        for path in builtin_files(Path(cfg.dir), split, cfg.src_lang, cfg.tgt_lang):
             if not path.exists():
                 obtain(cfg, path)
-    return files
+    return sources
 
 
 def obtain(cfg: DataConfig, path: Path) -> None:
@@ -165,60 +178,3 @@ def obtain(cfg: DataConfig, path: Path) -> None:
             f"put the {cfg.name} files ({{split}}.{{lang}}.gz) in {cfg.dir}, or set data.shared_dir=DIR "
             f"(or data.mirror=DIR) to a folder that holds them"
         )
-
-
-def _open(path: Path) -> IO[bytes]:
-    if not path.exists():
-        raise UserError(f"missing corpus file {path}")
-    if path.is_dir():
-        raise UserError(f"{path} is a folder; give a text file (one sentence per line, plain or .gz)")
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
-
-
-def raw_lines(path: Path) -> Iterator[bytes]:
-    """The undecoded lines of a text file, plain or gzip (by its .gz suffix)."""
-    with _open(path) as f:
-        try:
-            yield from f
-        except (gzip.BadGzipFile, EOFError, zlib.error) as err:
-            raise UserError(
-                f"{path} is not a valid gzip file ({err}); compress it with gzip, or drop the .gz from its name"
-            ) from None
-
-
-def decode_line(raw: bytes, where: str) -> str:
-    """One line as text without its ending (LF or CRLF); `where` (e.g. "FILE:LINE") names it if it is not UTF-8."""
-    try:
-        return raw.decode("utf-8").rstrip("\r\n")
-    except UnicodeDecodeError as err:
-        raise UserError(
-            f"{where}: not valid UTF-8 ({err.reason} at byte {err.start + 1}); re-encode it as UTF-8"
-        ) from None
-
-
-def read_lines(path: Path) -> Iterator[str]:
-    """Lines of a UTF-8 text file (plain or .gz) without line endings (LF or CRLF)."""
-    for number, raw in enumerate(raw_lines(path), start=1):
-        yield decode_line(raw, f"{path}:{number}")
-
-
-def count_lines(path: Path) -> int:
-    """How many lines a text file (plain or .gz) has."""
-    return sum(1 for _ in raw_lines(path))
-
-
-def read_parallel(files: ParallelFiles, skipped: list[int] | None = None) -> Iterator[tuple[str, str]]:
-    """Aligned (source, target) pairs, each side stripped; pairs with an empty side are skipped and their line numbers
-    put in `skipped`."""
-    for number, (src, tgt) in enumerate(zip_longest(read_lines(files.src), read_lines(files.tgt)), start=1):
-        if src is None or tgt is None:
-            raise UserError(
-                f"{files.src} has {count_lines(files.src)} lines but {files.tgt} has {count_lines(files.tgt)}; "
-                "the two sides of a parallel corpus must have one line per sentence pair"
-            )
-        src, tgt = src.strip(), tgt.strip()
-        if not src or not tgt:
-            if skipped is not None:
-                skipped.append(number)
-            continue
-        yield src, tgt

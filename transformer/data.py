@@ -14,7 +14,6 @@ import logging
 import os
 import shutil
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,21 +25,14 @@ from omegaconf import OmegaConf
 from transformer.binarization import Encoder, binarize
 from transformer.cleaning import CleaningReport
 from transformer.config import DataConfig
-from transformer.corpus import (
-    ParallelFiles,
-    TrainingCorpus,
-    extra_corpus,
-    fetch,
-    read_parallel,
-    split_names,
-    training_corpora,
-)
+from transformer.corpus import TrainingCorpus, extra_corpus, fetch, split_names, training_corpora
 from transformer.errors import UserError
 from transformer.files import DiskFull, atomic_rename_dir, atomic_write_text, disk_errors
 from transformer.locks import exclusive
 from transformer.mixture import Corpus
 from transformer.screening import Screen, sample_size
 from transformer.shards import SHARD, shard_paths, write_shard
+from transformer.sources import Source
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 
 log = logging.getLogger(__name__)
@@ -70,10 +62,10 @@ def _settings(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> dict:
     return settings
 
 
-def prepared_path(cfg: DataConfig, files: dict[str, ParallelFiles], tokenizer: Tokenizer | None = None) -> Path:
-    """Where `cfg` is prepared (with `tokenizer`, else its own): the name hashes the settings and each file's path,
-    size and mtime, so an edited corpus is prepared anew."""
-    stats = {s: [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in (f.src, f.tgt)] for s, f in files.items()}
+def prepared_path(cfg: DataConfig, files: dict[str, Source], tokenizer: Tokenizer | None = None) -> Path:
+    """Where `cfg` is prepared (with `tokenizer`, else its own): the name hashes the settings and each source's
+    fingerprint (a file's path, size and mtime), so an edited corpus is prepared anew."""
+    stats = {split: source.fingerprint() for split, source in files.items()}
     key = json.dumps({"settings": _settings(cfg, tokenizer), "files": stats}, sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return Path(cfg.prepared_dir) / f"{cfg.name}-{cfg.src_lang}-{cfg.tgt_lang}-{digest}"
@@ -128,13 +120,6 @@ class PreparedData:
             log.info("training corpus %s: %s", corpus["name"], report)
 
 
-def _pairs(files: ParallelFiles, skipped: Counter) -> Iterator[tuple[str, str]]:
-    """A corpus's pairs, those with an empty side counted in `skipped` instead."""
-    lines: list[int] = []
-    yield from read_parallel(files, lines)
-    skipped["empty"] += len(lines)
-
-
 def _train_tokenizer(cfg: DataConfig, sample: pa.Table, tags: list[str]) -> Tokenizer:
     """SentencePiece on the sample's sources and targets; `tags` reserved on the source."""
     tok_cfg = cfg.tokenizer
@@ -155,7 +140,7 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
     """
     files = fetch(cfg, split_names(cfg))
     corpora = training_corpora(cfg)
-    every = {**files, **{f"extra_train.{c.name}": c.files for c in corpora[1:]}}
+    every = {**files, **{f"extra_train.{c.name}": c.source for c in corpora[1:]}}
     if tokenizer is not None:
         for corpus in corpora:
             tokenizer.tag_prefix(corpus.tag)  # refuses a tag the vocabulary lacks
@@ -183,7 +168,7 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
             shutil.rmtree(work, ignore_errors=True)  # a bad input: its fix changes the folder's name anyway
             raise
         with disk_errors(out):
-            meta["settings"], meta["files"] = _settings(cfg, tokenizer), {s: asdict(f) for s, f in every.items()}
+            meta["settings"], meta["files"] = _settings(cfg, tokenizer), {s: f.fingerprint() for s, f in every.items()}
             shutil.rmtree(work / "screening")
             atomic_write_text(work / "meta.json", json.dumps(meta, indent=2, default=str))
         shutil.rmtree(out, ignore_errors=True)  # an incomplete folder without meta.json
@@ -209,7 +194,7 @@ def _threads(cfg: DataConfig) -> int:
 
 def _build(
     cfg: DataConfig,
-    files: dict[str, ParallelFiles],
+    files: dict[str, Source],
     corpora: list[TrainingCorpus],
     tokenizer: Tokenizer | None,
     work: Path,
@@ -224,7 +209,7 @@ def _build(
     for i, corpus in enumerate(corpora):
         screen = Screen(work / "screening" / f"{i:02d}", cfg.shard_pairs, k)
         skipped: Counter = Counter()
-        done = screen.run(_pairs(corpus.files, skipped), skipped, evals[::-1] if corpus.reverse else evals, corpus.name)
+        done = screen.run(corpus.source.pairs(skipped), skipped, evals[::-1] if corpus.reverse else evals, corpus.name)
         report = CleaningReport(done.pairs + sum(done.skipped.values()), dict(done.skipped))
         screen.keep(cfg.clean, report)
         screens.append(screen), reports.append(report)
@@ -237,7 +222,7 @@ def _build(
     folders, tokens = [f"{i:02d}-{corpus.name}" for i, corpus in enumerate(corpora)], 0
     for corpus, screen, report, folder in zip(corpora, screens, reports, folders):
         encoder = Encoder(tokenizer, corpus.tag, threads, text=cfg.subword_dropout > 0)
-        pairs = _pairs(corpus.files, Counter())
+        pairs = corpus.source.pairs(Counter())
         dropped, ids = binarize(
             pairs, screen, work / cfg.train_split / folder, encoder, limits, corpus.noise, corpus.name
         )
@@ -263,9 +248,9 @@ def _build(
     }
 
 
-def _read_all(files: ParallelFiles) -> list[tuple[str, str]]:
+def _read_all(source: Source) -> list[tuple[str, str]]:
     """Every pair of a val or test set (small enough to hold)."""
-    return list(read_parallel(files))
+    return list(source.pairs())
 
 
 def _tokenizer(cfg: DataConfig, screens: list[Screen], tags: list[str], work: Path) -> Tokenizer:
@@ -305,7 +290,7 @@ def _size(folder: Path) -> str:
 
 def _check_not_empty(pairs: int, corpora: list[TrainingCorpus]) -> None:
     if pairs == 0:
-        names = ", ".join(str(c.files.src) for c in corpora)
+        names = ", ".join(c.source.describe() for c in corpora)
         raise UserError(f"the training corpora ({names}) have no sentence pairs (after cleaning, see the log)")
 
 

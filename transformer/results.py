@@ -20,9 +20,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig
-from transformer.corpus import ParallelFiles, builtin_files, evaluation_splits, fetch, read_parallel
+from transformer.corpus import builtin_files, builtin_source, evaluation_splits, fetch
 from transformer.ensemble import searched_model
 from transformer.errors import UserError
+from transformer.sources import Source
 from transformer.translator import Translator
 
 EXTRA = {"tatoeba_test": ("tatoeba", "test"), "newstest2014": ("newstest2014", "test")}
@@ -44,19 +45,20 @@ def decoding(spec: str, config_dir: Path) -> DecodingConfig:
     return OmegaConf.to_object(merged)
 
 
-def test_sets(data_cfg: DictConfig, extra_dir: str | None, val: bool = False) -> dict[str, ParallelFiles]:
+def test_sets(data_cfg: DictConfig, extra_dir: str | None, val: bool = False) -> dict[str, Source]:
     """The checkpoint's own test splits, plus Tatoeba test and newstest2014 where `extra_dir` holds them, and
     its val split last when `val`."""
     sets = fetch(data_cfg, evaluation_splits(data_cfg))
     extra = extra_dir or data_cfg.get("shared_dir")
+    langs = (data_cfg.src_lang, data_cfg.tgt_lang)
     for name, (corpus, split) in EXTRA.items() if extra else []:
-        files = builtin_files(Path(extra) / corpus, split, data_cfg.src_lang, data_cfg.tgt_lang)
-        if files.src.exists() and files.tgt.exists() and data_cfg.get("name") != corpus:
-            sets[name] = files
+        folder = Path(extra) / corpus
+        if all(path.exists() for path in builtin_files(folder, split, *langs)) and data_cfg.get("name") != corpus:
+            sets[name] = builtin_source(folder, split, *langs)
     return sets | (val_sets(data_cfg) if val else {})
 
 
-def val_sets(data_cfg: DictConfig) -> dict[str, ParallelFiles]:
+def val_sets(data_cfg: DictConfig) -> dict[str, Source]:
     """The checkpoint's val split, by its name."""
     return fetch(data_cfg, [data_cfg.val_split])
 
@@ -110,7 +112,7 @@ class Report:
         self,
         name: str,
         ckpts: list[Checkpoint],
-        sets: dict[str, ParallelFiles],
+        sets: dict[str, Source],
         val_set: str | None = None,
         specs: list[str] | None = None,
     ) -> None:
@@ -122,8 +124,8 @@ class Report:
         trained = " + ".join(
             f"{float(c.meta.get('train_minutes') or 'nan'):.0f} min, step {c.meta.get('step')}" for c in ckpts
         )
-        for set_name, files in sets.items():
-            pairs = list(read_parallel(files))
+        for set_name, source in sets.items():
+            pairs = list(source.pairs())
             sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
             for spec, cfg in ((spec, self.decodings[spec]) for spec in specs or self.decodings):
                 hyps = Translator(model, tokenizer, cfg).translate(sources, progress=True)

@@ -64,7 +64,7 @@ def user_errors() -> Iterator[None]:
 
 
 def _dataclass_of(annotation) -> type | None:
-    """The dataclass inside an annotation such as `SplitFiles | None`, if any."""
+    """The dataclass inside an annotation such as `SourceConfig | None`, if any."""
     candidates = (annotation, *typing.get_args(annotation))
     return next((c for c in candidates if dataclasses.is_dataclass(c)), None)
 

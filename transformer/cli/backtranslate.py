@@ -5,6 +5,7 @@ See `transformer.backtranslation` for the output folder and how an interrupted r
 
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -12,9 +13,10 @@ from omegaconf import DictConfig, OmegaConf
 from transformer import backtranslation
 from transformer.cli import hydra_app, user_errors
 from transformer.config import BacktranslateConfig
-from transformer.corpus import evaluation_splits, fetch, read_lines, read_parallel
+from transformer.corpus import evaluation_splits, fetch
 from transformer.errors import UserError
 from transformer.locks import lock_run_dir
+from transformer.sources import build_source, given, read_lines, source_config
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +29,23 @@ def input_paths(value) -> list[Path]:
     return paths
 
 
+def monolingual(cfg: DictConfig, data: DictConfig) -> tuple[list[str], Iterator[str]]:
+    """The text to back-translate (in the model's source language), and what names it in the job record: the
+    `input` files' lines, or that language's side of the corpus `source` (a TSV column, a TMX language ...)."""
+    settings = source_config(cfg.source, "source")
+    if not given(settings):
+        paths = input_paths(cfg.input)
+        return [str(p.resolve()) for p in paths], (line for path in paths for line in read_lines(path))
+    source = build_source(settings, data.src_lang, data.tgt_lang, "source")
+    return [f"{source.describe()}, {data.src_lang} side"], source.side(data.src_lang)
+
+
 def source_sentences(data: DictConfig, splits: list[str]) -> set[str]:
     """The source side (the language back-translated) of `splits` of the model's corpus."""
-    return {src for files in fetch(data, splits).values() for src, _ in read_parallel(files)}
+    return {src for source in fetch(data, splits).values() for src, _ in source.pairs()}
 
 
-def job_record(cfg: DictConfig, ckpt, models: list[str], inputs: list[Path]) -> dict:
+def job_record(cfg: DictConfig, ckpt, models: list[str], inputs: list[str]) -> dict:
     """What the output folder holds: the corpus's direction, the model(s), the decoding, the inputs."""
     data = ckpt.config.data
     return {
@@ -41,7 +54,7 @@ def job_record(cfg: DictConfig, ckpt, models: list[str], inputs: list[Path]) -> 
         "model": [str(Path(p).resolve()) for p in models],
         "model_step": ckpt.meta.get("step"),
         "decoding": OmegaConf.to_container(cfg.decoding),
-        "inputs": [str(p.resolve()) for p in inputs],
+        "inputs": inputs,
         "chunk_lines": cfg.chunk_lines,
         "selection": list(backtranslation.SELECTION_RULES),  # a folder begun under other rules holds other sentences
     }
@@ -58,16 +71,18 @@ def main(cfg: DictConfig) -> None:
             raise UserError(f"chunk_lines={cfg.chunk_lines}: give at least 1")
         if cfg.decoding.n_best != 1:
             raise UserError("back-translation keeps one translation per sentence: decoding.n_best=1")
-        output, inputs = Path(cfg.output), input_paths(cfg.input)
+        if (cfg.input is None) == (not given(source_config(cfg.source, "source"))):
+            raise UserError("give the text to back-translate: input=PATH (or input=[A,B]) or source.*: one of them")
+        output = Path(cfg.output)
         lock_run_dir(output, job="back-translation", elsewhere="output=DIR")
         ckpt, model = load_models(cfg.checkpoint, pick_device(cfg.device))
+        data = ckpt.config.data
+        inputs, lines = monolingual(cfg, data)
         ckpt.tokenizer.tag_prefix(cfg.decoding.tag)  # refuses a tag the model lacks
         job = job_record(cfg, ckpt, checkpoint_paths(cfg.checkpoint), inputs)
         if backtranslation.start(output, job):
             log.info("%s already holds this back-translation, complete", output)
             return
-        lines = (line for path in inputs for line in read_lines(path))
-        data = ckpt.config.data
         evaluation = source_sentences(data, [data.val_split, *evaluation_splits(data)])
         sentences, counts = backtranslation.select_sentences(
             lines, evaluation, source_sentences(data, [data.train_split])

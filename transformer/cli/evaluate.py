@@ -9,9 +9,10 @@ from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import DecodingConfig, EvaluateConfig
-from transformer.corpus import ParallelFiles, fetch, read_parallel
+from transformer.corpus import fetch, text_source
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
+from transformer.sources import Source, build_source, given, source_config
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +35,17 @@ def decoding_label(d: DictConfig) -> str:
     return label + (f"-tag{d.tag}" if d.tag else "") + (f"-{d.precision}" if d.precision != default.precision else "")
 
 
-def test_files(cfg: DictConfig, data_cfg: DictConfig) -> ParallelFiles:
-    """The files to score: explicit `src_file`/`ref_file`, else `split` of the checkpoint's corpus."""
+def evaluation_source(cfg: DictConfig, data_cfg: DictConfig) -> tuple[str, Source]:
+    """The pairs to score and their name: explicit `src_file`/`ref_file`, or a `source`, else `split` of the
+    checkpoint's corpus."""
+    langs, settings = (data_cfg.src_lang, data_cfg.tgt_lang), source_config(cfg.source, "source")
     if cfg.src_file or cfg.ref_file:
-        if not (cfg.src_file and cfg.ref_file):
-            raise UserError("give both src_file=PATH and ref_file=PATH, or neither (then split=NAME is used)")
-        return ParallelFiles(Path(cfg.src_file), Path(cfg.ref_file))
-    return fetch(data_cfg, [cfg.split])[cfg.split]
+        if not (cfg.src_file and cfg.ref_file) or given(settings):
+            raise UserError("give both src_file=PATH and ref_file=PATH, or source.*, or neither (then split=NAME)")
+        return Path(cfg.src_file).name, text_source(Path(cfg.src_file), cfg.ref_file, *langs, "src_file/ref_file")
+    if given(settings):
+        return Path(settings.path or settings.src).name, build_source(settings, *langs, "source")
+    return cfg.split, fetch(data_cfg, [cfg.split])[cfg.split]
 
 
 @hydra_app("evaluate", EvaluateConfig)
@@ -52,14 +57,13 @@ def main(cfg: DictConfig) -> None:
         if cfg.output and Path(cfg.output).is_dir():
             raise UserError(f"output={cfg.output} is a folder; give the hypotheses file's name (or leave output out)")
         ckpt, translator = load_engine(cfg.checkpoint, cfg.engine, cfg.decoding, cfg.device)
-        files = test_files(cfg, ckpt.config.data)
-        pairs = list(read_parallel(files))
+        name, source = evaluation_source(cfg, ckpt.config.data)
+        pairs = list(source.pairs())
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
         start = time.perf_counter()
         hyps = translator.translate(sources, progress=True)
         seconds = time.perf_counter() - start
         log.info("translated %d sentences in %.1f s (%.1f sentences/s)", len(hyps), seconds, len(hyps) / seconds)
-        name = cfg.split if not cfg.src_file else Path(cfg.src_file).name
         members = len(checkpoint_paths(cfg.checkpoint))
         label = decoding_label(cfg.decoding) + (f"-ensemble{members}" if members > 1 else "")
         output = Path(cfg.output) if cfg.output else ckpt.path.with_name(f"{ckpt.path.stem}.{name}.{label}.hyp")

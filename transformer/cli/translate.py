@@ -22,8 +22,8 @@ from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TranslateConfig
-from transformer.corpus import decode_line, raw_lines
 from transformer.errors import UserError
+from transformer.sources import decode_line, raw_lines
 from transformer.splitting import split_line
 
 if TYPE_CHECKING:

@@ -1,0 +1,88 @@
+"""What every corpus source offers (`Source`), and what the formats share."""
+
+import copy
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+from transformer.config import SourceConfig
+from transformer.errors import UserError
+
+
+def same_language(code: str, lang: str) -> bool:
+    """Whether the language code `code` (fr, fr-FR, fr_CA, FR) is the language `lang` (fr), regions aside."""
+    return re.split(r"[-_]", code.strip().lower())[0] == re.split(r"[-_]", lang.strip().lower())[0]
+
+
+def file_stats(path: Path, key: str) -> list:
+    """A file's path, size and modification time (the setting `key` names it when it is missing)."""
+    if not path.exists():
+        raise UserError(f"missing corpus file {path}; check the {key} settings")
+    stat = path.stat()
+    return [str(path), stat.st_size, stat.st_mtime_ns]
+
+
+class Source:
+    """A parallel corpus in one format, read as a stream of (source, target) pairs in order.
+
+    `given_as` says which settings name this format (for messages); `claims` says whether a setting without
+    `format` is this one (the first class in `SOURCES` that claims it wins)."""
+
+    given_as = ""
+
+    def __init__(self, cfg: SourceConfig, src_lang: str, tgt_lang: str, key: str):
+        self.cfg, self.langs, self.key, self.swapped = cfg, (src_lang, tgt_lang), key, False
+        self.check()
+
+    @classmethod
+    def claims(cls, cfg: SourceConfig) -> bool:
+        return False
+
+    def check(self) -> None:
+        """Refuse settings this format cannot read (no file is opened)."""
+        if not self.cfg.path:
+            raise UserError(f"{self.key} needs {self.key}.path")
+
+    def pairs(self, skipped: Counter | None = None) -> Iterator[tuple[str, str]]:
+        """Stripped (source, target) pairs in order; a pair with an empty side is not yielded but counted as
+        `skipped["empty"]`, and the format's own skips under their own reason."""
+        skipped = Counter() if skipped is None else skipped
+        for src, tgt in self.rows(skipped):
+            src, tgt = src.strip(), tgt.strip()
+            if not src or not tgt:
+                skipped["empty"] += 1
+                continue
+            yield (tgt, src) if self.swapped else (src, tgt)
+
+    def rows(self, skipped: Counter) -> Iterator[tuple[str, str]]:
+        """The pairs as the format holds them, in the order of `self.langs`."""
+        raise NotImplementedError
+
+    def side(self, lang: str) -> Iterator[str]:
+        """The lines in language `lang` (one of `self.langs`), as read: e.g. monolingual text to back-translate."""
+        raise NotImplementedError
+
+    def side_index(self, lang: str) -> int:
+        """0 for the source language, 1 for the target language."""
+        if lang not in self.langs:
+            raise self.error(f"it holds {self.langs[0]} and {self.langs[1]}, not {lang}")
+        return self.langs.index(lang)
+
+    def fingerprint(self) -> dict:
+        """What identifies the content read, for the prepared data's name (paths, sizes and times of files)."""
+        return {"files": [file_stats(Path(self.cfg.path), self.key)]}
+
+    def describe(self) -> str:
+        """A short description for logs and messages."""
+        return str(self.cfg.path)
+
+    def error(self, problem: str) -> UserError:
+        """A UserError about this source: `KEY (DESCRIPTION): PROBLEM`."""
+        return UserError(f"{self.key} ({self.describe()}): {problem}")
+
+    def reversed(self) -> "Source":
+        """The same corpus the other way round: (target, source) pairs."""
+        other = copy.copy(self)
+        other.swapped = not self.swapped
+        return other
