@@ -393,6 +393,6 @@ class BacktranslateConfig:
     input: Any = MISSING  # monolingual text in the model's source language: a file or a list (plain or .gz)
     output: str = MISSING  # folder of the synthetic corpus, ready for data.extra_train.NAME.dir
     chunk_lines: int = CHUNK_LINES  # sentences translated and written at a time: a restarted run resumes at a chunk
-    progress: bool | None = None  # sentences/s bar on stderr; None: when stderr is a terminal
+    progress: bool | None = None  # lines/s bar on stderr; None: when stderr is a terminal
     device: str = "auto"
     decoding: DecodingConfig = MISSING
