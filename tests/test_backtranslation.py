@@ -13,13 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import WORDS_FR
-from transformer.backtranslation import (
-    MANIFEST,
-    SELECTION_RULES,
-    check_corpus_folder,
-    chunk_seed,
-    select_sentences,
-)
+from transformer.backtranslation import MANIFEST, SELECTION_RULES, check_corpus_folder, select_sentences
+from transformer.chunks import chunk_seed
 from transformer.errors import UserError
 
 BIN = Path(sys.executable).parent
@@ -29,7 +24,8 @@ BIN = Path(sys.executable).parent
 def test_selection_keeps_each_new_line_once_in_order(seed):
     choices = ["", " ", "un chien", "le chat", "un chien ", "val line", "rouge", " train line"]
     lines = random.Random(seed).choices(choices, k=random.Random(seed).randint(0, 30))
-    kept, counts = select_sentences(lines, exclude={"val line"}, known={"train line"})
+    counts: dict[str, int] = {}
+    kept = list(select_sentences(lines, exclude={"val line"}, known={"train line"}, counts=counts))
     expected = list(dict.fromkeys(s.strip() for s in lines if s.strip() not in ("", "val line", "train line")))
     assert kept == expected
     assert counts["read"] == len(lines) == len(kept) + sum(counts[rule] for rule in SELECTION_RULES)
@@ -91,7 +87,7 @@ def test_interrupted_backtranslation_ends_with_the_uninterrupted_files(cli_setup
     killed.communicate()
     assert killed.returncode == -signal.SIGKILL
     assert not json.loads((tmp / "bt_killed" / MANIFEST).read_text())["complete"]
-    assert "resuming: " in finished(backtranslate(cli_setup, mono, tmp / "bt_killed"))
+    assert "resuming at line " in finished(backtranslate(cli_setup, mono, tmp / "bt_killed"))
 
     for name in ("train.src", "train.tgt", MANIFEST):  # data=files: languages src→tgt, so a tgt→src corpus
         assert (tmp / "bt_killed" / name).read_bytes() == (tmp / "bt_whole" / name).read_bytes()

@@ -3,6 +3,8 @@ none, never a partial file under a final name, and changes nothing outside its t
 exactly the weights of an uninterrupted run."""
 
 import os
+import random
+import re
 import shutil
 import signal
 import subprocess
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from tests.conftest import files_data, paused_process, write_corpus
+from tests.conftest import WORDS_FR, files_data, paused_process, write_corpus
 from tests.kills import Outcome, kill_chain, warm_starts
 from transformer.checkpoint import load_checkpoint
 from transformer.data import PreparedData
@@ -172,6 +174,45 @@ class Writing:
         return "the uninterrupted run's output; removed"
 
 
+class Resuming:
+    """transformer-translate output=FILE: after a kill, FILE is whole or absent and every finished chunk beside it is
+    a whole chunk of the uninterrupted run's output; a rerun continues after them and ends with that output."""
+
+    name = "transformer-translate"
+
+    def __init__(self, args: list[str], output: Path, reference: bytes, chunk_lines: int):
+        self.args, self.output, self.chunk_lines = args, output, chunk_lines
+        self.reference = reference.decode().splitlines(keepends=True)
+
+    def argv(self) -> list[str]:
+        return [self.name, *self.args, f"output={self.output}"]
+
+    def _check(self) -> tuple[bool, int]:
+        """Whether FILE is there (then removed, so that the next run writes it again); how many chunks wait."""
+        final, _ = split_names(self.output.parent)
+        assert [p.name for p in final] in ([], [self.output.name]), final
+        if final:
+            assert self.output.read_text() == "".join(self.reference), f"{self.output} differs"
+            self.output.unlink()
+        chunks = sorted((self.output.parent / f".{self.output.name}.chunks").glob("*.txt"))
+        for path in chunks:
+            k = int(path.stem)
+            expected = self.reference[k * self.chunk_lines : (k + 1) * self.chunk_lines]
+            assert path.read_text() == "".join(expected), f"{path} is not a whole chunk of the output"
+        return bool(final), len(chunks)
+
+    def after_kill(self) -> str:
+        whole, chunks = self._check()
+        return f"{'a complete output (removed), ' if whole else ''}{chunks} finished chunk(s)"
+
+    def after_completion(self, outcome: Outcome) -> str:
+        whole, chunks = self._check()
+        _, temporary = split_names(self.output.parent)
+        assert whole and not chunks and not temporary, f"left beside {self.output}: {temporary}"
+        resumed = re.search(r"resuming at line (\d+)", outcome.log.read_text())
+        return f"the uninterrupted run's output ({'resumed at line ' + resumed[1] if resumed else 'from the start'})"
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """A run folder with three step checkpoints, best and last (trained in this process)."""
@@ -230,6 +271,27 @@ def test_export_and_average_killed_at_random_moments_write_all_or_nothing(traine
         target = Writing(command, args, out / output, contents(out / output))
         target.after_completion(first)
         kill_chain(target, starts, first.seconds, tmp_path, [out, tmp_path / "logs"])
+
+
+@pytest.mark.slow
+def test_translate_into_a_file_killed_at_random_moments_resumes_to_the_uninterrupted_output(tmp_path):
+    from tests.serving import write_checkpoint
+
+    inputs, out = tmp_path / "inputs", tmp_path / "out"
+    out.mkdir()
+    checkpoint = write_checkpoint(inputs / "tiny.safetensors")
+    rng = random.Random(3)
+    lines = [" ".join(rng.choices(WORDS_FR, k=rng.randint(1, 9))) for _ in range(144)]
+    (inputs / "in.fr").write_text("".join(line + "\n" for line in lines))
+    args = [f"checkpoint={checkpoint}", f"input={inputs / 'in.fr'}", "decoding=greedy", "decoding.precision=fp32"]
+    args += ["chunk_lines=8", "device=cpu"]
+    modules = ["transformer.cli.translate", "transformer.engines"]
+    with warm_starts(modules, tmp_path, tmp_path / "logs") as starts:
+        first = reference_run(starts, ["transformer-translate", *args, f"output={out / 'out.en'}"])
+        target = Resuming(args, out / "out.en", (out / "out.en").read_bytes(), 8)
+        target.after_completion(first)
+        lines = kill_chain(target, starts, first.seconds, tmp_path, [out, tmp_path / "logs"])
+    assert any("resumed at line" in line for line in lines), "no run continued after the chunks of a killed one"
 
 
 WRITER = (

@@ -3,6 +3,7 @@ that are not UTF-8) through the tokenizer, `Translator`, `transformer-translate`
 no crash, one output line per input line in order, valid UTF-8 out, and a sentence alone translated as inside a
 batch."""
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,8 @@ from hypothesis import strategies as st  # noqa: E402
 from tests.serving import write_checkpoint  # noqa: E402
 from transformer import backtranslation  # noqa: E402
 from transformer.checkpoint import load_checkpoint  # noqa: E402
-from transformer.cli.translate import decode_input, write_output  # noqa: E402
+from transformer.chunks import translate_in_chunks  # noqa: E402
+from transformer.cli.translate import BadLines, decode_lines, format_results  # noqa: E402
 from transformer.config import DecodingConfig  # noqa: E402
 from transformer.corpus import text_source  # noqa: E402
 from transformer.sources import read_lines  # noqa: E402
@@ -106,14 +108,12 @@ RAW_LINES = st.lists(st.one_of(LINE.map(str.encode), NOT_UTF8), min_size=1, max_
 
 @examples(QUICK)
 @given(raw=RAW_LINES)
-def test_the_translate_command_path_keeps_one_line_per_input_line(translator, raw, capsys):
-    bad: list[int] = []
-    lines = decode_input([line + b"\n" for line in raw], "input", bad)
-    capsys.readouterr()
-    write_output(translator, translator.search(lines), 1)
-    printed = capsys.readouterr().out
+def test_the_translate_command_path_keeps_one_line_per_input_line(translator, raw):
+    bad = BadLines()
+    lines = list(decode_lines([line + b"\n" for line in raw], "input", bad))
+    printed = format_results(translator, translator.search(lines), 1)
     assert printed.split("\n")[:-1] == expected_output(translator, raw)
-    assert bad == [i + 1 for i, line in enumerate(raw) if not valid_utf8(line)]
+    assert bad.first == [i + 1 for i, line in enumerate(raw) if not valid_utf8(line)] and bad.count == len(bad.first)
 
 
 def valid_utf8(line: bytes) -> bool:
@@ -145,11 +145,15 @@ def test_transformer_translate_on_stdin_and_input_file(checkpoint, translator, r
 def check_backtranslation(translator: Translator, lines: list[str], folder: Path) -> None:
     """Back-translation's steps on `lines` (3 sentences per chunk): one synthetic line per kept sentence, in order,
     each as the sentence translated alone, and a corpus that reads back as exactly those pairs."""
-    sentences, counts = backtranslation.select_sentences(lines, exclude=set())
+    counts: dict[str, int] = {}
+    sentences = list(backtranslation.select_sentences(lines, exclude=set(), counts=counts))
     langs = ("y", "x")
     backtranslation.start(folder, {"src_lang": "y", "tgt_lang": "x"})
-    backtranslation.translate_chunks(translator, sentences, folder, 3, langs)
-    backtranslation.finish(folder, {"src_lang": "y", "tgt_lang": "x"}, langs, {**counts, "kept": len(sentences)})
+    translate = functools.partial(backtranslation.translate_chunk, translator)
+    done = translate_in_chunks(iter(sentences), translate, backtranslation.chunk_folder(folder, langs), 3)
+    backtranslation.finish(
+        folder, {"src_lang": "y", "tgt_lang": "x"}, langs, done.chunks, {**counts, "kept": done.lines}
+    )
     check_synthetic_corpus(translator, sentences, folder, langs)
 
 
@@ -185,7 +189,9 @@ def test_transformer_backtranslate_takes_any_text(cli_setup, lines, tmp_path_fac
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     source_side = lambda *names: {line.strip() for name in names for line in read_lines(tmp / name)}  # noqa: E731
-    sentences, _ = backtranslation.select_sentences(lines, source_side("val.fr", "test.fr"), source_side("train.fr.gz"))
+    sentences = list(
+        backtranslation.select_sentences(lines, source_side("val.fr", "test.fr"), source_side("train.fr.gz"))
+    )
     ckpt = load_checkpoint(str(tmp / "run" / "checkpoints" / "best.safetensors"))
     translator = Translator(ckpt.model, ckpt.tokenizer, DEFAULTS)
     check_synthetic_corpus(translator, sentences, folder / "out", ("tgt", "src"))

@@ -3,22 +3,24 @@
 A model trained X→Y translates text in X; the output folder holds `train.Y` (its translations, the source side)
 and `train.X` (the original text, the target side): a Y→X corpus for `data.extra_train.NAME.dir`. Its manifest
 (`backtranslation.json`) records the direction, the model, the decoding, the inputs and the line counts; training
-refuses the folder for another direction, or while it is unfinished. The selected sentences are translated in
-chunks of `chunk_lines`, each written atomically under `chunks/`; a restarted run skips the chunks already there,
-and sampling draws each chunk from its own seed, so an interrupted run ends with the files an uninterrupted one
-writes. The last step joins the chunks.
+refuses the folder for another direction, or while it is unfinished. The input is read as a stream and the
+selected sentences translated in chunks of `chunk_lines` (`transformer.chunks`), each kept under `chunks/` with its
+sentences, written atomically; a restarted run skips a chunk already there for the same sentences, and sampling
+draws each chunk from its own seed, so an interrupted run ends with the files an uninterrupted one writes. The last
+step joins the chunks. Memory holds one chunk and a 16-byte digest per kept sentence (to drop repeats).
 """
 
+import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 from tqdm import tqdm
 
+from transformer.chunks import Chunk, ChunkFolder, chunk_seed, lines_text
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
 
@@ -34,25 +36,34 @@ CHUNKS = "chunks"
 SELECTION_RULES = ("empty", "eval overlap", "in training data", "duplicate")
 
 
-def _dropped_by(text: str, exclude: set[str], known: frozenset[str] | set[str], seen: set[str]) -> str | None:
-    """The selection rule that drops the stripped line `text`, or None when it is kept."""
+def _dropped_by(text: str, exclude: set[str], known: frozenset[str] | set[str], seen: set[bytes]) -> str | None:
+    """The selection rule that drops the stripped line `text`, or None when it is kept (`seen`: kept lines' keys)."""
     if not text:
         return "empty"
     if text in exclude:
         return "eval overlap"
     if text in known:
         return "in training data"
-    return "duplicate" if text in seen else None
+    return "duplicate" if _key(text) in seen else None
+
+
+def _key(text: str) -> bytes:
+    """What `select_sentences` remembers of a kept line to drop its repeats: a 16-byte digest, not the line."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def select_sentences(
-    lines: Iterable[str], exclude: set[str], known: frozenset[str] | set[str] = frozenset()
-) -> tuple[list[str], dict[str, int]]:
-    """The lines to translate, in input order: stripped, without empty lines, lines in `exclude` (val/test
-    references), lines in `known` (the model's own training sentences: no new text) and repeats; and how many lines
-    were read and dropped by each rule (`SELECTION_RULES`)."""
-    kept, seen = [], set()
-    counts = {"read": 0, **dict.fromkeys(SELECTION_RULES, 0)}
+    lines: Iterable[str],
+    exclude: set[str],
+    known: frozenset[str] | set[str] = frozenset(),
+    counts: dict[str, int] | None = None,
+) -> Iterator[str]:
+    """The lines to translate, in input order, as they are read: stripped, without empty lines, lines in `exclude`
+    (val/test references), lines in `known` (the model's own training sentences: no new text) and repeats.
+    `counts` gets how many lines were read and dropped by each rule (`SELECTION_RULES`) so far."""
+    counts = {} if counts is None else counts
+    counts.update({"read": 0, **dict.fromkeys(SELECTION_RULES, 0)})
+    seen: set[bytes] = set()
     for line in lines:
         counts["read"] += 1
         text = line.strip()
@@ -60,9 +71,8 @@ def select_sentences(
         if rule:
             counts[rule] += 1
             continue
-        seen.add(text)
-        kept.append(text)
-    return kept, counts
+        seen.add(_key(text))
+        yield text
 
 
 def read_manifest(folder: Path) -> dict | None:
@@ -112,54 +122,34 @@ def start(folder: Path, job: dict) -> bool:
     return manifest["complete"]
 
 
-def chunk_seed(seed: int, chunk: int) -> int:
-    """The sampling seed of one chunk: the same for a chunk whether or not the run was interrupted before it."""
-    return int(np.random.SeedSequence([seed, chunk]).generate_state(1)[0])
+def chunk_folder(folder: Path, langs: tuple[str, str]) -> ChunkFolder:
+    """Where finished chunks wait (langs: (translation side, original side)): `chunks/{k:06d}.{original}` holds a
+    chunk's sentences, then `chunks/{k:06d}.{translation}` their translations."""
+    return ChunkFolder(folder / CHUNKS, (langs[1], langs[0]), lines_text)
 
 
-def _chunk_files(folder: Path, chunk: int, langs: tuple[str, str]) -> tuple[Path, Path]:
-    return folder / CHUNKS / f"{chunk:06d}.{langs[0]}", folder / CHUNKS / f"{chunk:06d}.{langs[1]}"
-
-
-def _translate(translator: "Translator", sentences: list[str], seed: int, bar: tqdm) -> list[str]:
-    """The best translation of each sentence ('' where none: too long for the model)."""
-    results = translator.search(sentences, generator=translator.generator(seed), bar=bar)
+def translate_chunk(translator: "Translator", chunk: Chunk, bar: tqdm) -> str:
+    """The best translation of each sentence of `chunk` ('' where none: too long for the model), one per line."""
+    generator = translator.generator(chunk_seed(translator.cfg.seed, chunk.index))
+    results = translator.search(chunk.lines, generator=generator, bar=bar)
     found = [hyps[0] for _, hyps in results if hyps]
     texts = iter(translator.detokenize(found))
-    return [next(texts) if hyps else "" for _, hyps in results]
+    return lines_text([next(texts) if hyps else "" for _, hyps in results])
 
 
-def translate_chunks(
-    translator: "Translator", sentences: list[str], folder: Path, chunk_lines: int, langs: tuple[str, str]
-) -> int:
-    """Translate every chunk not yet in `folder/chunks` (langs: (translation side, original side)); return how
-    many sentences this call translated."""
-    chunks = range(0, len(sentences), chunk_lines)
-    todo = [k for k, _ in enumerate(chunks) if not _chunk_files(folder, k, langs)[0].is_file()]
-    done = len(sentences) - sum(len(sentences[k * chunk_lines : (k + 1) * chunk_lines]) for k in todo)
-    if done:
-        log.info("resuming: %d of %d sentences were back-translated before", done, len(sentences))
-    (folder / CHUNKS).mkdir(exist_ok=True)
-    with tqdm(total=len(sentences), initial=done, desc="back-translating", unit="sent", smoothing=0.1) as bar:
-        for k in todo:
-            part = sentences[k * chunk_lines : (k + 1) * chunk_lines]
-            translations = _translate(translator, part, chunk_seed(translator.cfg.seed, k), bar)
-            synthetic, original = _chunk_files(folder, k, langs)
-            atomic_write_text(original, "".join(s + "\n" for s in part))
-            atomic_write_text(synthetic, "".join(t + "\n" for t in translations))  # last: marks the chunk done
-    return len(sentences) - done
+def _empty_lines(path: Path) -> int:
+    # bytes decoded, not read_text: its universal newlines would turn a carriage return inside a line into a line
+    return path.read_bytes().decode("utf-8").split("\n")[:-1].count("")
 
 
-def finish(folder: Path, job: dict, langs: tuple[str, str], counts: dict[str, int]) -> None:
-    """Join the chunks into `train.{lang}`, record the counts and completion in the manifest, drop the chunks."""
-    paths = sorted((folder / CHUNKS).glob(f"*.{langs[0]}"))
-    untranslated = 0
+def finish(folder: Path, job: dict, langs: tuple[str, str], chunks: int, counts: dict[str, int]) -> None:
+    """Join the first `chunks` chunks into `train.{lang}`, record the counts and completion in the manifest, drop
+    the chunks."""
+    parts = chunk_folder(folder, langs)
     for lang in langs:
-        # bytes decoded, not read_text: its universal newlines would turn a carriage return inside a line into a line
-        parts = [path.with_suffix(f".{lang}").read_bytes().decode("utf-8") for path in paths]
-        if lang == langs[0]:
-            untranslated = sum(line == "" for part in parts for line in part.split("\n")[:-1])
-        atomic_write_text(folder / f"train.{lang}", "".join(parts))
+        parts.join(lang, chunks, folder / f"train.{lang}")
+    untranslated = sum(_empty_lines(path) for path in parts.parts(langs[0], chunks))
     lines = {**counts, "untranslated": untranslated}
     atomic_write_text(folder / MANIFEST, json.dumps({**job, "lines": lines, "complete": True}, indent=2) + "\n")
-    shutil.rmtree(folder / CHUNKS)
+    if parts.folder.exists():
+        shutil.rmtree(parts.folder)

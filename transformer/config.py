@@ -26,6 +26,8 @@ ExportFormat = Literal["ctranslate2", "marian"]
 Quantization = Literal["none", "int8", "int8_float32", "bfloat16"]
 TestScope = Literal["all", "chosen"]
 
+CHUNK_LINES = 2000  # lines that transformer-translate and transformer-backtranslate translate and write at a time
+
 
 def choice(allowed: Any, default: str) -> Any:
     """A setting whose value is one of the `Literal` type `allowed`; stored as `str`, since OmegaConf's structured
@@ -324,6 +326,10 @@ class TranslateConfig:
     plot_attention: str | None = None  # directory for one cross-attention heatmap PNG per sentence
     plot_layer: int | None = None  # decoder layer to plot (0-based, -1 = last); None = mean of all
     split_sentences: bool = False  # split each line into sentences, translate them, join them back on one line
+    # file to write (default: stdout); built chunk by chunk in .NAME.chunks beside it, where a killed run continues
+    output: str | None = None
+    chunk_lines: int = CHUNK_LINES  # lines read, translated and written at a time (batched by length within one)
+    progress: bool | None = None  # lines/s bar on stderr; None: when stderr is a terminal
     device: str = "auto"
     engine: str = choice(Engine, "pytorch")  # ctranslate2: checkpoint= a transformer-export format=ctranslate2 folder
     decoding: DecodingConfig = MISSING
@@ -401,6 +407,7 @@ class BacktranslateConfig:
     # or that language's side of a corpus source (source.path=mono.tsv: a TSV column, a TMX language ...)
     source: SourceConfig = field(default_factory=SourceConfig)
     output: str = MISSING  # folder of the synthetic corpus, ready for data.extra_train.NAME.dir
-    chunk_lines: int = 2000  # sentences translated and written at a time: a restarted run resumes at a chunk
+    chunk_lines: int = CHUNK_LINES  # sentences translated and written at a time: a restarted run resumes at a chunk
+    progress: bool | None = None  # lines/s bar on stderr; None: when stderr is a terminal
     device: str = "auto"
     decoding: DecodingConfig = MISSING

@@ -237,6 +237,8 @@ def check_config(cfg) -> None:
         )
     if "device" in cfg:
         _device(problems, "device", cfg.device)
+    if "chunk_lines" in cfg:
+        _at_least(problems, "chunk_lines", cfg.chunk_lines, 1)
     if "engine" in cfg:
         _choices(problems, "", cfg, TranslateConfig)  # engine, as evaluate's
         if cfg.engine == "ctranslate2" and cfg.get("plot_attention"):

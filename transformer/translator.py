@@ -85,8 +85,12 @@ class TextTranslator(ABC):
             for rows, hyps in self._search_batches(ids, todo, options or self.options, generator):
                 for i, sentence_hyps in zip(rows, hyps):
                     out[i] = (ids[i], sentence_hyps)
-                (bar or own).update(len(rows))
+                (own if bar is None else bar).update(len(rows))  # a bar without a total has no truth value
         return out
+
+    def generator(self, seed: int | None = None) -> torch.Generator | None:
+        """A sampling generator seeded with `seed` (default: `cfg.seed`); None: this engine samples from its own."""
+        return None
 
     def detokenize(self, hyps: list[Hypothesis]) -> list[str]:
         """The text of each hypothesis."""

@@ -3,6 +3,7 @@
 See `transformer.backtranslation` for the output folder and how an interrupted run continues; docs/data.md.
 """
 
+import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from transformer import backtranslation
+from transformer.chunks import show_progress, translate_in_chunks
 from transformer.cli import hydra_app, user_errors
 from transformer.config import BacktranslateConfig
 from transformer.corpus import evaluation_splits, fetch
@@ -67,8 +69,6 @@ def main(cfg: DictConfig) -> None:
     from transformer.translator import Translator
 
     with user_errors():
-        if cfg.chunk_lines < 1:
-            raise UserError(f"chunk_lines={cfg.chunk_lines}: give at least 1")
         if cfg.decoding.n_best != 1:
             raise UserError("back-translation keeps one translation per sentence: decoding.n_best=1")
         if (cfg.input is None) == (not given(source_config(cfg.source, "source"))):
@@ -84,28 +84,26 @@ def main(cfg: DictConfig) -> None:
             log.info("%s already holds this back-translation, complete", output)
             return
         evaluation = source_sentences(data, [data.val_split, *evaluation_splits(data)])
-        sentences, counts = backtranslation.select_sentences(
-            lines, evaluation, source_sentences(data, [data.train_split])
-        )
-        dropped = ", ".join(f"{rule} {counts[rule]:,}" for rule in backtranslation.SELECTION_RULES)
-        log.info(
-            "%s lines read; dropped: %s; %s sentences to back-translate",
-            f"{counts['read']:,}",
-            dropped,
-            f"{len(sentences):,}",
+        counts: dict[str, int] = {}
+        sentences = backtranslation.select_sentences(
+            lines, evaluation, source_sentences(data, [data.train_split]), counts
         )
         langs = (job["src_lang"], job["tgt_lang"])
         translator = Translator(model, ckpt.tokenizer, cfg.decoding)
+        translate = functools.partial(backtranslation.translate_chunk, translator)
         start = time.perf_counter()
-        translated = backtranslation.translate_chunks(translator, sentences, output, cfg.chunk_lines, langs)
+        sink = backtranslation.chunk_folder(output, langs)
+        done = translate_in_chunks(sentences, translate, sink, cfg.chunk_lines, show_progress(cfg.progress))
         seconds = time.perf_counter() - start
         log.info(
             "back-translated %d sentences in %.1f s (%.1f sentences/s)",
-            translated,
+            done.translated,
             seconds,
-            translated / max(seconds, 1e-9),
+            done.translated / max(seconds, 1e-9),
         )
-        backtranslation.finish(output, job, langs, {**counts, "kept": len(sentences)})
+        dropped = ", ".join(f"{rule} {counts[rule]:,}" for rule in backtranslation.SELECTION_RULES)
+        log.info("%s lines read; dropped: %s; %s sentences kept", f"{counts['read']:,}", dropped, f"{done.lines:,}")
+        backtranslation.finish(output, job, langs, done.chunks, {**counts, "kept": done.lines})
         log.info("wrote %s/train.%s and train.%s: use it with +data.extra_train.NAME.dir=%s", output, *langs, output)
 
 

@@ -1,6 +1,6 @@
 """`transformer-translate`: translate sentences given inline, in a file, or on stdin.
 
-Translations alone go to stdout, one line per input line in input order (an
+Translations alone go to stdout (or output=FILE), one line per input line in input order (an
 empty line stays empty); logs and progress go to stderr. With decoding.n_best > 1
 each input line gives n_best lines "LINE<TAB>SCORE<TAB>TRANSLATION"; a line left
 untranslated (blank, too long, or not UTF-8) gives one line "LINE<TAB>0.0000<TAB>".
@@ -8,44 +8,83 @@ A line that is not valid UTF-8 is logged by its number and left untranslated; th
 other lines are translated, and the command then exits with status 2. With
 split_sentences=true each line is split into sentences (a paragraph per line), which
 are translated and joined back on one line.
+
+The input is read, translated and written `chunk_lines` lines at a time (`transformer.chunks`): each chunk's
+translations are printed and flushed when it is done, so a pipe sees them before the input ends, and memory does
+not grow with the number of lines. With output=FILE the finished chunks wait beside FILE (`.FILE.chunks/`) and
+FILE is written whole after the last; a killed run started again continues after its last finished chunk.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
 
+from transformer.chunks import (
+    Chunk,
+    ChunkedFile,
+    StreamSink,
+    chunk_seed,
+    lines_text,
+    show_progress,
+    translate_in_chunks,
+)
 from transformer.cli import hydra_app, user_errors
 from transformer.config import TranslateConfig
 from transformer.errors import UserError
-from transformer.sources import decode_line, raw_lines
+from transformer.sources import count_lines, decode_line, raw_lines
 from transformer.splitting import split_line
 
 if TYPE_CHECKING:
-    from transformer.translator import Translator
+    import torch
+
+    from transformer.translator import Searched, TextTranslator
 
 log = logging.getLogger(__name__)
 
 
-def decode_input(raw: Iterable[bytes], name: str, bad: list[int], start: int = 1) -> list[str]:
-    """Input lines as text; a line that is not UTF-8 is logged, becomes '' and its number goes to `bad`."""
-    lines = []
+@dataclass
+class BadLines:
+    """The input lines that are not UTF-8: how many, and the first numbers (for the message at the end)."""
+
+    count: int = 0
+    first: list[int] = field(default_factory=list)
+
+    def add(self, number: int) -> None:
+        self.count += 1
+        if len(self.first) < 10:
+            self.first.append(number)
+
+    def check(self) -> None:
+        """Refuse (status 2) once every line is translated, if some line was not UTF-8."""
+        if self.count:
+            shown = ", ".join(map(str, self.first)) + (", ..." if self.count > len(self.first) else "")
+            raise UserError(
+                f"{self.count} input line(s) not valid UTF-8 (line {shown}) were left untranslated; "
+                "re-encode the input as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+            )
+
+
+def decode_lines(raw: Iterable[bytes], name: str, bad: BadLines, start: int = 1) -> Iterator[str]:
+    """Input lines as text; a line that is not UTF-8 is logged, becomes '' and is counted in `bad`."""
     for number, line in enumerate(raw, start=start):
         try:
-            lines.append(decode_line(line, f"{name} line {number}"))
+            yield decode_line(line, f"{name} line {number}")
         except UserError as err:
             log.warning("%s; it is left untranslated (an empty output line)", err)
-            bad.append(number)
-            lines.append("")
-    return lines
+            bad.add(number)
+            yield ""
 
 
-def interactive(translator: Translator, bad: list[int]) -> None:
+def interactive(translator: TextTranslator, bad: BadLines) -> None:
     """Translate each line as it is typed, until end of input (Ctrl-D); prompts go to stderr."""
     print("Type a sentence and press Enter; Ctrl-D quits.", file=sys.stderr)
     number = 0
@@ -56,86 +95,143 @@ def interactive(translator: Translator, bad: list[int]) -> None:
             print(file=sys.stderr)
             return
         number += 1
-        line = decode_input([raw], "input", bad, start=number)[0]
+        line = next(decode_lines([raw], "input", bad, start=number))
         print(translator.translate([line])[0], flush=True)
 
 
-def write_output(translator: Translator, results: list, n_best: int) -> None:
-    """Best translation per input line, or with n_best > 1 "LINE<TAB>SCORE<TAB>TRANSLATION" lines
-    (one "LINE<TAB>0.0000<TAB>" line for a line left untranslated)."""
-    for number, (_, hyps) in enumerate(results, start=1):
+def format_results(translator: TextTranslator, results: Searched, n_best: int, start: int = 0) -> str:
+    """The best translation per input line, or with n_best > 1 "LINE<TAB>SCORE<TAB>TRANSLATION" lines (one
+    "LINE<TAB>0.0000<TAB>" line for a line left untranslated); `start`: the number of input lines before these."""
+    out = []
+    for number, (_, hyps) in enumerate(results, start=start + 1):
         texts = translator.detokenize(hyps)
         if n_best == 1:
-            print(texts[0] if texts else "")
+            out.append(texts[0] if texts else "")
         elif not hyps:
-            print(f"{number}\t{0.0:.4f}\t")
-        for text, hyp in zip(texts if n_best > 1 else [], hyps):
-            print(f"{number}\t{hyp.score:.4f}\t{text}")
+            out.append(f"{number}\t{0.0:.4f}\t")
+        else:
+            out.extend(f"{number}\t{hyp.score:.4f}\t{text}" for text, hyp in zip(texts, hyps))
+    return lines_text(out)
 
 
-def translate_paragraphs(translator: Translator, lines: list[str]) -> None:
+def translate_paragraphs(translator: TextTranslator, lines: list[str], generator: torch.Generator | None = None) -> str:
     """split_sentences=true: every line split into sentences, all translated together, joined back line by line."""
     layouts = [split_line(line) for line in lines]
     sentences = [s for layout in layouts for s in layout]
-    translations = iter(translator.translate(sentences, progress=len(sentences) > 100))
-    for layout in layouts:
-        print(" ".join(next(translations) for _ in layout))
+    translations = iter(translator.translate(sentences, generator=generator))
+    return lines_text([" ".join(next(translations) for _ in layout) for layout in layouts])
 
 
-def plot_attention(translator: Translator, results: list, directory: Path, layer: int | None) -> None:
-    """One cross-attention heatmap PNG per translated line: DIR/0001.png, DIR/0002.png, ..."""
+def plot_attention(
+    translator: TextTranslator, results: Searched, directory: Path, layer: int | None, start: int
+) -> None:
+    """One cross-attention heatmap PNG per translated line: DIR/0001.png, DIR/0002.png, ... (`start`: lines before)."""
     from transformer.plotting import attention_figure, save_figure  # matplotlib: seconds of start-up, only here
 
-    for number, (src_ids, hyps) in enumerate(results, start=1):
+    for number, (src_ids, hyps) in enumerate(results, start=start + 1):
         if hyps:
             fig = attention_figure(translator.model, translator.tokenizer, src_ids, hyps[0].tokens, layer)
             save_figure(fig, directory / f"{number:04d}.png")
-    log.info("attention heatmaps written to %s", directory)
 
 
-def read_input(cfg: DictConfig, bad: list[int]) -> list[str]:
-    """The lines to translate: inline sentences, the `input` file, or stdin (not a terminal)."""
+def translate_chunk(cfg: DictConfig, translator: TextTranslator, chunk: Chunk, bar: tqdm) -> str:
+    """The output text of one chunk of input lines, as the settings ask (paragraphs, n-best); its attention plots."""
+    generator = translator.generator(chunk_seed(cfg.decoding.seed, chunk.index))
+    if cfg.split_sentences:
+        return translate_paragraphs(translator, chunk.lines, generator)
+    results = translator.search(chunk.lines, generator=generator, bar=bar)
+    if cfg.plot_attention:
+        plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer, chunk.start)
+    return format_results(translator, results, cfg.decoding.n_best, chunk.start)
+
+
+def input_lines(cfg: DictConfig, bad: BadLines) -> Iterable[str]:
+    """The lines to translate, read lazily: inline sentences, the `input` file, or stdin (not a terminal)."""
     if cfg.sentences:
         return list(cfg.sentences)
     if cfg.input:
-        return decode_input(raw_lines(Path(cfg.input)), str(cfg.input), bad)
-    return decode_input(sys.stdin.buffer, "input", bad)
+        return decode_lines(raw_lines(Path(cfg.input)), str(cfg.input), bad)
+    return decode_lines(sys.stdin.buffer, "input", bad)
 
 
-def translate_lines(cfg: DictConfig, translator: Translator, lines: list[str]) -> None:
-    """Print the translations of `lines` as the settings ask (paragraphs, n-best) and plot their attention."""
-    if cfg.split_sentences:
-        return translate_paragraphs(translator, lines)
-    results = translator.search(lines, progress=len(lines) > 100)
-    write_output(translator, results, cfg.decoding.n_best)
+def total_lines(cfg: DictConfig) -> int | None:
+    """How many lines there are to translate, where known before reading them (for the progress bar)."""
+    if cfg.sentences:
+        return len(cfg.sentences)
+    return count_lines(Path(cfg.input)) if cfg.input else None
+
+
+def model_files(cfg: DictConfig) -> list[list]:
+    """Each model file's path, size and modification time: a model retrained or replaced in place is another job."""
+    from transformer.checkpoint import resolve_checkpoint
+    from transformer.ensemble import checkpoint_paths
+
+    files = [
+        Path(p) / "model.bin" if cfg.engine == "ctranslate2" else resolve_checkpoint(p)
+        for p in checkpoint_paths(cfg.checkpoint)
+    ]
+    return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+
+
+def job_record(cfg: DictConfig) -> dict:
+    """What a chunk's translation depends on besides its lines (which are checked chunk by chunk)."""
+    return {
+        "models": model_files(cfg),
+        "engine": cfg.engine,
+        "decoding": OmegaConf.to_container(cfg.decoding),
+        "split_sentences": cfg.split_sentences,
+        "chunk_lines": cfg.chunk_lines,
+    }
+
+
+def translate_input(cfg: DictConfig, translator: TextTranslator, bad: BadLines) -> None:
+    """Translate the input chunk by chunk into stdout, or into output=FILE (resuming a killed run)."""
+    sink = ChunkedFile(Path(cfg.output), job_record(cfg)) if cfg.output else StreamSink(sys.stdout)
+    progress = show_progress(cfg.progress)
+    total = total_lines(cfg) if progress else None
+    translate = functools.partial(translate_chunk, cfg, translator)
+    counts = translate_in_chunks(input_lines(cfg, bad), translate, sink, cfg.chunk_lines, progress, total)
+    if isinstance(sink, ChunkedFile):
+        sink.finish(counts.chunks)
+        log.info("wrote the translations of %d lines to %s", counts.lines, cfg.output)
     if cfg.plot_attention:
-        plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer)
+        log.info("attention heatmaps written to %s", cfg.plot_attention)
+
+
+def check_settings(cfg: DictConfig, prompt: bool) -> None:
+    """Refuse combinations of settings that cannot work, before the model loads (`prompt`: an interactive session)."""
+    from transformer.ensemble import checkpoint_paths
+
+    if cfg.plot_attention and Path(cfg.plot_attention).is_file():
+        raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
+    if cfg.plot_attention and len(checkpoint_paths(cfg.checkpoint)) > 1:
+        raise UserError("plot_attention draws one model's attention: give one checkpoint=RUN_DIR")
+    if cfg.split_sentences and (cfg.decoding.n_best > 1 or cfg.plot_attention):
+        raise UserError("split_sentences=true prints one line per input line: no n_best > 1 or plot_attention")
+    if not cfg.output:
+        return
+    if prompt:
+        raise UserError("output=FILE translates input=FILE, sentences=[...] or text piped on stdin, not a terminal")
+    if Path(cfg.output).is_dir():
+        raise UserError(f"output={cfg.output} is a folder; give a file name to write the translations to")
+    if cfg.input and Path(cfg.output).resolve() == Path(cfg.input).resolve():
+        raise UserError(f"output={cfg.output} is the input file; give another file name")
 
 
 @hydra_app("translate", TranslateConfig)
 def main(cfg: DictConfig) -> None:
     from transformer.engines import load_engine  # torch: see transformer.cli
-    from transformer.ensemble import checkpoint_paths
 
     with user_errors():
-        if cfg.plot_attention and Path(cfg.plot_attention).is_file():
-            raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
-        if cfg.plot_attention and len(checkpoint_paths(cfg.checkpoint)) > 1:
-            raise UserError("plot_attention draws one model's attention: give one checkpoint=RUN_DIR")
-        if cfg.split_sentences and (cfg.decoding.n_best > 1 or cfg.plot_attention):
-            raise UserError("split_sentences=true prints one line per input line: no n_best > 1 or plot_attention")
+        prompt = not (cfg.sentences or cfg.input) and sys.stdin.isatty()
+        check_settings(cfg, prompt)
         _, translator = load_engine(cfg.checkpoint, cfg.engine, cfg.decoding, cfg.device)
-        bad: list[int] = []
-        if not (cfg.sentences or cfg.input) and sys.stdin.isatty():
+        bad = BadLines()
+        if prompt:
             interactive(translator, bad)
         else:
-            translate_lines(cfg, translator, read_input(cfg, bad))
-        if bad:
-            shown = ", ".join(map(str, bad[:10])) + (", ..." if len(bad) > 10 else "")
-            raise UserError(
-                f"{len(bad)} input line(s) not valid UTF-8 (line {shown}) were left untranslated; "
-                "re-encode the input as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-            )
+            translate_input(cfg, translator, bad)
+        bad.check()
 
 
 if __name__ == "__main__":

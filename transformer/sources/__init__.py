@@ -13,7 +13,7 @@ from transformer.config import SourceConfig
 from transformer.errors import UserError
 from transformer.sources.base import Source
 from transformer.sources.hf import HFDataset
-from transformer.sources.streams import OPENERS, decode_line, open_text, raw_lines, read_lines
+from transformer.sources.streams import OPENERS, count_lines, decode_line, open_text, raw_lines, read_lines
 from transformer.sources.text import TextFiles
 from transformer.sources.tmx import TmxFile
 from transformer.sources.tsv import TsvFile
@@ -60,6 +60,7 @@ def build_source(cfg: SourceConfig, src_lang: str, tgt_lang: str, key: str) -> S
 
 
 __all__ = [
+    "count_lines",
     "OPENERS",
     "SOURCES",
     "Source",

@@ -100,6 +100,11 @@ def raw_lines(path: Path) -> Iterator[bytes]:
             raise read_error(path, err) from None
 
 
+def count_lines(path: Path) -> int:
+    """How many lines a file (plain or compressed) has."""
+    return sum(1 for _ in raw_lines(path))
+
+
 def decode_line(raw: bytes, where: str) -> str:
     """One line as text without its ending (LF or CRLF); `where` (e.g. "FILE:LINE") names it if it is not UTF-8."""
     try:
