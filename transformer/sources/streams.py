@@ -115,10 +115,65 @@ def decode_line(raw: bytes, where: str) -> str:
         ) from None
 
 
+BLOCK = 1 << 20  # bytes read, split and decoded at a time
+
+
 def read_lines(path: Path) -> Iterator[str]:
-    """Lines of a UTF-8 text file (plain or compressed) without line endings (LF or CRLF)."""
-    for number, raw in enumerate(raw_lines(path), start=1):
-        yield decode_line(raw, f"{path}:{number}")
+    """Lines of a UTF-8 text file (plain or compressed) without line endings (LF or CRLF); read a block at a time,
+    so a line costs no call of its own."""
+    number, rest = 0, b""
+    for block in _blocks(path):
+        block = rest + block
+        cut = block.rfind(b"\n") + 1  # whole lines up to here; the rest waits for the next block
+        block, rest = block[:cut], block[cut:]
+        lines = _decoded(block, path, number)
+        number += len(lines)
+        yield from lines
+    if rest:
+        yield from _decoded(rest + b"\n", path, number)
+
+
+def _blocks(path: Path) -> Iterator[bytes]:
+    """A file's decompressed bytes, a block at a time; gzip through zlib itself (its members one after the other),
+    which is twice as fast as the gzip module's reader."""
+    if Path(path).suffix != ".gz":
+        with open_text(path) as f:
+            while block := _read(f, path):
+                yield block
+        return
+    with open(path, "rb") as f:
+        member, fed = zlib.decompressobj(wbits=31), False
+        while data := _read(f, path):
+            while data:
+                try:
+                    out = member.decompress(data)
+                except zlib.error as err:
+                    raise read_error(path, err) from None
+                fed = True
+                yield out
+                if not member.eof:
+                    break
+                data, member, fed = member.unused_data, zlib.decompressobj(wbits=31), False
+        if fed and not member.eof:
+            raise read_error(path, EOFError("Compressed file ended before the end-of-stream marker was reached"))
+
+
+def _read(f: IO[bytes], path: Path) -> bytes:
+    try:
+        return f.read(BLOCK)
+    except READ_ERRORS as err:
+        raise read_error(path, err) from None
+
+
+def _decoded(block: bytes, path: Path, before: int) -> list[str]:
+    """The lines of `block` (whole lines, each ending in LF) as text; `before` lines of `path` came before it."""
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError:  # find the line, and say which it is
+        return [decode_line(raw, f"{path}:{before + i}") for i, raw in enumerate(block.split(b"\n")[:-1], start=1)]
+    lines = text.split("\n")
+    lines.pop()  # after the last LF
+    return [line.rstrip("\r") for line in lines] if "\r" in text else lines
 
 
 def plain_suffix(path: str | Path) -> str:
