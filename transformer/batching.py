@@ -101,7 +101,7 @@ class TrainBatches:
     ):
         ds = _table_order(ds)
         self.sampling = sampling  # (tokenizer, BPE-dropout): re-encode each batch's text with dropout
-        self.text = ds.select_columns(["src", "tgt"]) if sampling else None
+        self.ds = ds.select_columns(["src", "tgt"] if sampling else ["src_ids", "tgt_ids"])
         self.ids = None if sampling else tuple(IdColumn(ds.data.column(name)) for name in ("src_ids", "tgt_ids"))
         self.rows, self.lengths = rows, lengths  # kept dataset rows (N,) or None: all; their (N, 2) lengths + EOS/BOS
         self.batch_tokens, self.seed = batch_tokens, seed
@@ -163,7 +163,7 @@ class TrainBatches:
                 tgt_in=padded(tgt, lengths[:, 1], first=BOS_ID),
                 tgt_out=padded(tgt, lengths[:, 1], last=EOS_ID),
             )
-        pairs = self.text[rows.tolist()]
+        pairs = self.ds[rows.tolist()]
         tokenizer, dropout = self.sampling
         state = np.random.SeedSequence([self.seed, epoch, int(indices[0])]).generate_state(2)
         src_seed, tgt_seed = (state % 0xFFFFFFFF).tolist()  # SentencePiece ignores the seed 2**32 - 1
