@@ -104,7 +104,7 @@ def _cuts(width_starts: np.ndarray, batch_tokens: int) -> np.ndarray:
     return np.concatenate(bounds + [np.array([total])] if total else bounds)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Batches:
     """An epoch's batches: the sorted keys cut at `bounds`, taken in the order `schedule`. Slicing gives the
     batches of a stretch of the schedule; each batch is its positions, ascending."""
@@ -157,8 +157,8 @@ class Batches:
     def padding_fraction(self) -> float:
         """Share of padded positions (source and target together) over the scheduled batches."""
         longest, tokens = self.shapes()
-        padded = np.diff(self.bounds)[self.schedule] * longest[self.schedule].sum(axis=1)
-        return 1.0 - int(tokens[self.schedule].sum()) / max(int(padded.sum()), 1)
+        padded = int((np.diff(self.bounds)[self.schedule] * longest[self.schedule].sum(axis=1)).sum())
+        return 1.0 - int(tokens[self.schedule].sum()) / padded if padded else 0.0
 
 
 def token_batches(lengths: np.ndarray, batch_tokens: int, rng: np.random.Generator | None) -> Batches:

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 
 def list_lengths(column: pa.ChunkedArray, out: np.ndarray, plus: int = 0) -> None:
-    """Write the length of each list of `column`, plus `plus`, into `out` (N,), capped at its dtype's largest value."""
+    """Write each list's length in `column`, plus `plus`, into `out` (N,), capped at its dtype's largest value."""
     cap, row = np.iinfo(out.dtype).max, 0
     for chunk in column.chunks:
         n = len(chunk)
@@ -29,6 +29,8 @@ def _address(array: np.ndarray) -> int:
 
 def _runs(keys: np.ndarray) -> Iterator[tuple[int, int, int]]:
     """(start, end, key) of each stretch of equal `keys`."""
+    if not len(keys):
+        return iter(())
     edges = (np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist()
     starts, ends = [0, *edges], [*edges, len(keys)]
     return zip(starts, ends, keys[starts].tolist())
