@@ -126,7 +126,7 @@ def test_bpe_dropout_keeps_the_tag_first(corpus, tmp_path):
     )  # one batch: every pair
     batch = sampled.collate(sampled.epoch(0)[0], epoch=0)
     first = batch.src[:, 0].tolist()
-    owner = sampled.owner[sampled.epoch(0)[0]]
+    owner = sampled.corpus_of(sampled.epoch(0)[0])
     (tag_id,) = prepared.tokenizer.tag_prefix("bt")
     assert [t == tag_id for t in first] == [o == 1 for o in owner]
     assert int((batch.src == tag_id).sum()) == 60  # and nowhere else

@@ -1,6 +1,9 @@
-"""Batches formed by token count with length bucketing, and their padded tensors."""
+"""Batches formed by token count with length bucketing (`batch_order`), and their padded tensors: a training
+batch's ids are gathered from the memory-mapped Arrow columns (`IdColumn`) and padded with numpy."""
 
+import itertools
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -8,11 +11,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer.mixture import Corpus, corpus_index, epoch_counts, epoch_positions
+from transformer.batch_order import Batches, KeyLayout, sorted_keys, token_batches
+from transformer.id_column import IdColumn, list_lengths
+from transformer.mixture import Corpus, corpus_starts, epoch_counts, epoch_parts
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 if TYPE_CHECKING:  # importing datasets takes seconds; translating needs none of it
     import datasets
+
+__all__ = ["Batch", "Batches", "TrainBatches", "collate", "pad", "padded", "token_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -34,76 +41,73 @@ class Batch:
         return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device))
 
 
+def padded(ids: np.ndarray, lengths: np.ndarray, first: int | None = None, last: int | None = None) -> Tensor:
+    """(B, L) int64 rows of `ids` (one row after the other, `lengths` long), `first` before and `last` after each,
+    right-padded with PAD_ID."""
+    shift = int(first is not None)
+    width = int(lengths.max(initial=0)) + shift + int(last is not None)
+    columns = np.arange(width)
+    out = np.full((len(lengths), width), PAD_ID, dtype=np.int64)
+    out[(columns >= shift) & (columns < lengths[:, None] + shift)] = ids
+    if first is not None:
+        out[:, 0] = first
+    if last is not None:
+        out[np.arange(len(lengths)), lengths + shift] = last
+    return torch.from_numpy(out)
+
+
+def _flat(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of `seqs` one after the other, and each one's length."""
+    lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    return np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum())), lengths
+
+
 def pad(seqs: list[list[int]]) -> Tensor:
     """Right-pad id lists into a (B, L) int64 tensor."""
-    out = torch.full((len(seqs), max(map(len, seqs))), PAD_ID, dtype=torch.long)
-    for i, seq in enumerate(seqs):
-        out[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-    return out
+    return padded(*_flat(seqs))
 
 
 def collate(src_ids: list[list[int]], tgt_ids: list[list[int]]) -> Batch:
+    (src, src_lengths), (tgt, tgt_lengths) = _flat(src_ids), _flat(tgt_ids)
     return Batch(
-        src=pad([s + [EOS_ID] for s in src_ids]),
-        tgt_in=pad([[BOS_ID] + t for t in tgt_ids]),
-        tgt_out=pad([t + [EOS_ID] for t in tgt_ids]),
+        src=padded(src, src_lengths, last=EOS_ID),
+        tgt_in=padded(tgt, tgt_lengths, first=BOS_ID),
+        tgt_out=padded(tgt, tgt_lengths, last=EOS_ID),
     )
 
 
-def token_batches(lengths: np.ndarray, batch_tokens: int, rng: np.random.Generator | None) -> list[np.ndarray]:
-    """Group example indices into batches of at most `batch_tokens` padded tokens.
-
-    `lengths` (N, 2) holds source and target lengths. Examples are sorted by
-    length (ties broken at random when `rng` is given) so that a batch holds
-    similar lengths; the batches are then shuffled.
-    """
-    order = rng.permutation(len(lengths)) if rng is not None else np.arange(len(lengths))
-    order = order[np.lexsort((lengths[order, 0], lengths[order, 1]))]  # by target, then source length
-    longest = lengths[order].max(axis=1)
-    batches, start, widest = [], 0, 0
-    for i, width in enumerate(longest):
-        widest = max(widest, width)
-        if (i + 1 - start) * widest > batch_tokens and i > start:
-            batches.append(order[start:i])
-            start, widest = i, width
-    batches.append(order[start:])
-    if rng is not None:
-        rng.shuffle(batches)
-    return batches
-
-
-def padding_fraction(lengths: np.ndarray, batches: list[np.ndarray]) -> float:
-    """Share of padded positions (source and target together) over all batches."""
-    real = padded = 0
-    for idx in batches:
-        real += lengths[idx].sum()
-        padded += len(idx) * lengths[idx].max(axis=0).sum()
-    return 1.0 - real / padded
+def _table_order(ds: "datasets.Dataset") -> "datasets.Dataset":
+    """`ds` with its rows where its table holds them (a selection of rows is written out first)."""
+    return ds if ds._indices is None else ds.flatten_indices()
 
 
 class TrainBatches:
     """The training split: a memory-mapped Arrow dataset plus a table of lengths, and the corpora it mixes.
 
-    Only the lengths live in memory; a batch's rows are read when it is collated,
-    so a process touches just its own share of a corpus larger than memory.
+    Only the lengths live in memory (uint16: 4 bytes a pair), and an epoch's sort keys while it lasts (8 bytes a
+    pair); a batch's rows are read when it is collated, so a process touches just its own share of a corpus
+    larger than memory.
     """
 
     def __init__(
         self,
         ds: "datasets.Dataset",
-        rows: np.ndarray,
+        rows: np.ndarray | None,
         lengths: np.ndarray,
         batch_tokens: int,
         seed: int,
         sampling: tuple[Tokenizer, float] | None = None,
         corpora: list[Corpus] | None = None,
     ):
+        ds = _table_order(ds)
         self.sampling = sampling  # (tokenizer, BPE-dropout): re-encode each batch's text with dropout
         self.ds = ds.select_columns(["src", "tgt"] if sampling else ["src_ids", "tgt_ids"])
-        self.rows, self.lengths = rows, lengths  # kept dataset rows (N,), their (N, 2) lengths with EOS/BOS
+        self.ids = None if sampling else tuple(IdColumn(ds.data.column(name)) for name in ("src_ids", "tgt_ids"))
+        self.rows, self.lengths = rows, lengths  # kept dataset rows (N,) or None: all; their (N, 2) lengths + EOS/BOS
         self.batch_tokens, self.seed = batch_tokens, seed
         self.corpora = corpora or [Corpus("train", len(ds))]  # the split's corpora, their rows one after the other
-        self.owner = corpus_index(self.corpora, rows)  # (N,) the corpus of each kept pair
+        self.starts = corpus_starts(self.corpora, rows)  # (C + 1,) where each corpus's kept pairs start
+        self.layout = KeyLayout.of(lengths, random=True)
 
     @classmethod
     def from_dataset(
@@ -115,43 +119,64 @@ class TrainBatches:
         sampling: tuple[Tokenizer, float] | None = None,
         corpora: list[Corpus] | None = None,
     ) -> "TrainBatches":
-        """Pairs longer than `max_len` tokens (with EOS) are dropped and counted; both use deterministic lengths.
-        (Prepared data holds none over its own data.max_len, dropped when it was cleaned; this serves a caller with
-        its own limit, such as scripts/train_marian_reference.py.)"""
-        table = ds.with_format("numpy", columns=["src_len", "tgt_len"])[:]
-        lengths = np.stack([table["src_len"], table["tgt_len"]], axis=1).astype(np.int32) + 1
-        rows = np.flatnonzero(lengths.max(axis=1) <= max_len)
-        if len(rows) < len(lengths):
-            log.info(
-                "dropped %d of %d training pairs longer than data.max_len=%d tokens",
-                len(lengths) - len(rows),
-                len(lengths),
-                max_len,
-            )
-        return cls(ds, rows, lengths[rows], batch_tokens, seed, sampling, corpora)
+        """Pairs longer than `max_len` tokens (with EOS) are dropped and counted; both use deterministic lengths,
+        read from the id columns' offsets. (Prepared data holds none over its own data.max_len, dropped when it was
+        cleaned; this serves a caller with its own limit, such as scripts/train_marian_reference.py.)"""
+        ds = _table_order(ds)
+        lengths = np.empty((len(ds), 2), dtype=np.uint16 if max_len < 0xFFFF else np.uint32)
+        for side, name in enumerate(("src_ids", "tgt_ids")):  # + EOS (source, target output) or BOS (target input)
+            list_lengths(ds.data.column(name), lengths[:, side], plus=1)
+        kept = np.maximum(lengths[:, 0], lengths[:, 1]) <= max_len
+        rows = None if kept.all() else np.flatnonzero(kept).astype(np.uint32)
+        if rows is not None:
+            dropped = len(ds) - len(rows)
+            log.info("dropped %d of %d training pairs longer than data.max_len=%d tokens", dropped, len(ds), max_len)
+            lengths = lengths[rows]
+        return cls(ds, rows, lengths, batch_tokens, seed, sampling, corpora)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.lengths)
 
-    def epoch(self, epoch: int) -> list[np.ndarray]:
+    def epoch(self, epoch: int) -> Batches:
         """Batches (positions into the kept pairs) for `epoch`: each corpus's share by its weight, deterministic
         given the seed. With every weight 1, every pair once, as without a mixture."""
-        positions = epoch_positions(self.owner, [c.weight for c in self.corpora], self.seed, epoch)
-        batches = token_batches(self.lengths[positions], self.batch_tokens, np.random.default_rng([self.seed, epoch]))
-        return [positions[b] for b in batches]
+        rng = np.random.default_rng([self.seed, epoch])
+        parts = epoch_parts(self.starts, [c.weight for c in self.corpora], self.seed, epoch)
+        return Batches.cut(sorted_keys(self.lengths, parts, self.layout, rng), self.layout, self.batch_tokens, rng)
 
-    def pairs_per_corpus(self, batches: list[np.ndarray]) -> dict[str, int]:
+    def pairs_per_corpus(self, batches: Batches) -> dict[str, int]:
         """How many pairs of each corpus `batches` (an epoch's) hold."""
-        return epoch_counts(self.corpora, self.owner, np.concatenate(batches))
+        return epoch_counts(self.corpora, self.starts, batches.order)
+
+    def corpus_of(self, positions: np.ndarray) -> np.ndarray:
+        """The corpus (index into `corpora`) of each of `positions`."""
+        return np.searchsorted(self.starts, positions, side="right") - 1
 
     def collate(self, indices: np.ndarray, epoch: int) -> Batch:
         """The padded batch of `indices`; with sampling, its segmentation depends on (seed, epoch, batch)."""
-        pairs = self.ds[self.rows[indices].tolist()]
+        rows = (indices if self.rows is None else self.rows[indices]).astype(np.int64)
         if self.sampling is None:
-            return collate(pairs["src_ids"], pairs["tgt_ids"])
+            lengths = np.take(self.lengths, indices, axis=0).astype(np.int64) - 1  # (B, 2) without EOS/BOS
+            src, tgt = (column.tokens(rows, lengths[:, side]) for side, column in enumerate(self.ids))
+            return Batch(
+                src=padded(src, lengths[:, 0], last=EOS_ID),
+                tgt_in=padded(tgt, lengths[:, 1], first=BOS_ID),
+                tgt_out=padded(tgt, lengths[:, 1], last=EOS_ID),
+            )
+        pairs = self.ds[rows.tolist()]
         tokenizer, dropout = self.sampling
         state = np.random.SeedSequence([self.seed, epoch, int(indices[0])]).generate_state(2)
         src_seed, tgt_seed = (state % 0xFFFFFFFF).tolist()  # SentencePiece ignores the seed 2**32 - 1
         src_ids, tgt_ids = tokenizer.sample_pairs(pairs["src"], pairs["tgt"], dropout, (src_seed, tgt_seed))
-        tags = [tokenizer.tag_prefix(self.corpora[i].tag) for i in self.owner[indices]]
+        tags = [tokenizer.tag_prefix(self.corpora[i].tag) for i in self.corpus_of(indices)]
         return collate([tag + ids for tag, ids in zip(tags, src_ids)], tgt_ids)
+
+    def time_collate(self, count: int, epoch: int = 0) -> tuple[float, int]:
+        """Seconds to collate the first `count` batches of `epoch` (the loader alone), and the tokens they hold
+        (source and target, with EOS/BOS, without padding)."""
+        batches = self.epoch(epoch)[:count]
+        tokens = int(batches.shapes()[1][batches.schedule].sum())
+        start = time.perf_counter()
+        for indices in batches:
+            self.collate(indices, epoch)
+        return time.perf_counter() - start, tokens

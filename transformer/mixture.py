@@ -24,28 +24,31 @@ class Corpus:
     tag: str = ""
 
 
-def corpus_index(corpora: list[Corpus], rows: np.ndarray) -> np.ndarray:
-    """The corpus (index into `corpora`) of each row of the split, the corpora's rows lying one after the other."""
-    ends = np.cumsum([c.size for c in corpora])
-    return np.searchsorted(ends, rows, side="right").astype(np.int32)
+def corpus_starts(corpora: list[Corpus], rows: np.ndarray | None) -> np.ndarray:
+    """(C + 1,) where each corpus's pairs start among the kept pairs, then their count. The corpora's rows lie one
+    after the other in the split; `rows` are the kept ones (ascending), None when every row is kept."""
+    ends = np.cumsum([0] + [c.size for c in corpora])
+    return ends if rows is None else np.searchsorted(rows, ends)
 
 
-def epoch_positions(owner: np.ndarray, weights: list[float], seed: int, epoch: int) -> np.ndarray:
-    """Positions (into `owner`, the corpus of each pair) of the pairs `epoch` sees, corpus by corpus.
-
-    With every weight 1 it is every position in order."""
-    parts = []
+def epoch_parts(starts: np.ndarray, weights: list[float], seed: int, epoch: int) -> list[range | np.ndarray]:
+    """The positions (into the kept pairs) of the pairs `epoch` sees, corpus by corpus: a range for each whole copy
+    of a corpus, a sorted uint32 array for a sample; `starts` as `corpus_starts` gives them. With every weight 1,
+    every position in order."""
+    parts: list[range | np.ndarray] = []
     for index, weight in enumerate(weights):
-        own = np.flatnonzero(owner == index)
+        low, high = int(starts[index]), int(starts[index + 1])
         whole, share = divmod(weight, 1.0)
-        parts += [own] * int(whole)
+        parts += [range(low, high)] * int(whole)
         if share > 0:
             rng = np.random.default_rng([seed, epoch, index, _SAMPLING_STREAM])
-            parts.append(np.sort(rng.choice(own, round(share * len(own)), replace=False)))
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            sample = rng.choice(high - low, round(share * (high - low)), replace=False)
+            parts.append(np.sort(sample).astype(np.uint32) + np.uint32(low))
+    return parts
 
 
-def epoch_counts(corpora: list[Corpus], owner: np.ndarray, positions: np.ndarray) -> dict[str, int]:
+def epoch_counts(corpora: list[Corpus], starts: np.ndarray, positions: np.ndarray) -> dict[str, int]:
     """Pairs of each corpus among `positions` (an epoch's)."""
-    counts = np.bincount(owner[positions], minlength=len(corpora))
+    below = [np.count_nonzero(positions < start) for start in starts[1:-1]]  # pairs before each corpus but the first
+    counts = np.diff([0, *below, len(positions)])
     return {corpus.name: int(n) for corpus, n in zip(corpora, counts)}

@@ -10,14 +10,13 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import torch
 from omegaconf import DictConfig
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
 
 from transformer import distributed
-from transformer.batching import Batch, TrainBatches, padding_fraction
+from transformer.batching import Batch, Batches, TrainBatches
 from transformer.checkpoint import read_header
 from transformer.data import PreparedData, prepare
 from transformer.factory import build_model
@@ -34,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 def step_batches(
-    data: TrainBatches, batches: list[np.ndarray], epoch: int, position: int, rank: int, world: int, accumulate: int
+    data: TrainBatches, batches: Batches, epoch: int, position: int, rank: int, world: int, accumulate: int
 ) -> Iterator[list[Batch]]:
     """This process' micro-batches for each remaining step of the epoch, collated one step ahead in a thread."""
     per_step = world * accumulate
@@ -105,9 +104,9 @@ def log_setup(model: torch.nn.Module, pairs: int, precision: str, device: torch.
     log.info("model: %.1fM parameters; %d training pairs; %s", n_params, pairs, where)
 
 
-def announce_epoch(data: TrainBatches, batches: list[np.ndarray], epoch: int, writer: SummaryWriter, step: int) -> None:
+def announce_epoch(data: TrainBatches, batches: Batches, epoch: int, writer: SummaryWriter, step: int) -> None:
     """The epoch's batches, padding and pairs of each corpus to the log; the pairs to TensorBoard too."""
-    padding = 100 * padding_fraction(data.lengths, batches)
+    padding = 100 * batches.padding_fraction()
     sampled = " before BPE-dropout" if data.sampling else ""
     pairs = data.pairs_per_corpus(batches)
     shown = ", ".join(f"{name} {n:,}" for name, n in pairs.items())
