@@ -47,14 +47,17 @@ def cpu() -> str:
 
 
 def write_corpus(folder: Path, pairs: int, seed: int = 0) -> tuple[Path, Path]:
-    """`pairs` WMT-like sentence pairs as two gzip files (fr, en) in `folder`."""
+    """`pairs` WMT-like sentence pairs as two gzip files (fr, en) in `folder` (kept if they are there)."""
+    paths = folder / f"wmtlike{pairs}.fr.gz", folder / f"wmtlike{pairs}.en.gz"
+    if all(path.exists() for path in paths):
+        return paths
     pool = []
     for name, split in SOURCES:
         sides = [gzip.open(SHARED / name / f"{split}.{lang}.gz", "rt").read().splitlines() for lang in ("fr", "en")]
         pool += zip(*sides)
     rng = random.Random(seed)
-    paths = folder / f"wmtlike{pairs}.fr.gz", folder / f"wmtlike{pairs}.en.gz"
-    with gzip.open(paths[0], "wt", compresslevel=1) as fr, gzip.open(paths[1], "wt", compresslevel=1) as en:
+    tmp = [path.with_suffix(".tmp") for path in paths]
+    with gzip.open(tmp[0], "wt", compresslevel=1) as fr, gzip.open(tmp[1], "wt", compresslevel=1) as en:
         for _ in range(pairs):
             target, words, src, tgt = max(1, int(rng.lognormvariate(3.0, 0.6))), 0, [], []
             while words < target:
@@ -62,6 +65,8 @@ def write_corpus(folder: Path, pairs: int, seed: int = 0) -> tuple[Path, Path]:
                 src.append(a), tgt.append(b)
                 words += a.count(" ") + 1
             fr.write(" ".join(src) + "\n"), en.write(" ".join(tgt) + "\n")
+    for done, path in zip(tmp, paths):
+        done.replace(path)
     return paths
 
 
@@ -145,34 +150,36 @@ print(trained - start, time.perf_counter() - trained)
 
 LOADER = """
 import json, sys, time
-import numpy as np
-from transformer.batching import TrainBatches
-from transformer.data import PreparedData
+from pathlib import Path
 import torch
+from transformer import batching
+from transformer.data import PreparedData
 torch.set_num_threads(1)
-data = PreparedData(__import__("pathlib").Path(sys.argv[1]))
+data = PreparedData(Path(sys.argv[1]))
 start = time.perf_counter()
-train = TrainBatches.from_dataset(data.split("train"), 256, 4096, 1)
+train = batching.TrainBatches.from_dataset(data.split("train"), 256, 4096, 1)
 built = time.perf_counter() - start
 times = []
 for epoch in range(3):
     start = time.perf_counter()
     batches = train.epoch(epoch)
-    from transformer.batching import padding_fraction
-    padding_fraction(train.lengths, batches)
+    if hasattr(batches, "padding_fraction"):
+        batches.padding_fraction()
+    else:  # the code before the vectorised batch order
+        batching.padding_fraction(train.lengths, batches)
     train.pairs_per_corpus(batches)
     times.append(time.perf_counter() - start)
 tokens, start = 0, time.perf_counter()
-for idx in batches[:2000]:
-    batch = train.collate(idx, 0)
-    tokens += batch.src.numel() + batch.tgt_out.numel()
+for i in range(min(2000, len(batches))):
+    batch = train.collate(batches[i], 0)
+    tokens += int((batch.src != 0).sum()) + int((batch.tgt_out != 0).sum())
 loader = tokens / (time.perf_counter() - start)
 print(json.dumps({"load_s": built, "epoch_start_s": sorted(times)[1], "loader_tokens_per_s": loader}))
 """
 
 
-def measure(pairs: int, work: Path, env: dict, sample: int) -> dict:
-    src, tgt = write_corpus(work, pairs)
+def measure(pairs: int, work: Path, env: dict, sample: int, corpora: Path) -> dict:
+    src, tgt = write_corpus(corpora, pairs)
     row = {"pairs": pairs}
     out = subprocess.run(
         [sys.executable, "-c", LIMIT, str(src), str(tgt), str(sample)],
@@ -241,15 +248,21 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="add 40M pairs")
     parser.add_argument("--sample", type=int, default=2_000_000, help="SentencePiece's input_sentence_size")
     parser.add_argument("--workdir", default="/tmp", help="where the corpora and prepared folders go (removed after)")
+    parser.add_argument("--corpora", help="keep the generated corpora in this folder and reuse them (default: removed)")
+    parser.add_argument("--generate-only", action="store_true", help="write the corpora (--corpora) and stop")
     parser.add_argument("--code", help="another checkout to measure (its package first on PYTHONPATH)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": str(Path(args.code).resolve()) if args.code else str(ROOT)}
     print(f"# {cpu()}; load before: {os.getloadavg()[0]:.2f}", flush=True)
-    rows = []
-    for pairs in args.pairs + ([40_000_000] if args.full else []):
+    rows, sizes = [], args.pairs + ([40_000_000] if args.full else [])
+    if args.generate_only:
+        for pairs in sizes:
+            write_corpus(Path(args.corpora), pairs)
+        return
+    for pairs in sizes:
         with tempfile.TemporaryDirectory(dir=args.workdir, prefix="scale-") as work:
-            rows.append(measure(pairs, Path(work), env, args.sample))
+            rows.append(measure(pairs, Path(work), env, args.sample, Path(args.corpora or work)))
         print(" ".join(f"{k}={v}" for k, v in rows[-1].items()), flush=True)
     if args.json:
         print(json.dumps({"cpu": cpu(), "runs": rows}))
