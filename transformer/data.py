@@ -65,10 +65,23 @@ def _settings(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> dict:
     return settings
 
 
+def fingerprint(path: Path, block: int = 1 << 20) -> str:
+    """A file's size and the SHA-256 of its first and last `block` bytes: the same for copies of a file on other
+    nodes (unlike its mtime), different after an edit that changes its size or its ends (a gzip file's last bytes
+    hold the CRC of its whole text)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(block)
+        f.seek(max(size - block, 0))
+        tail = f.read(block)
+    return f"{size}:{hashlib.sha256(head + tail).hexdigest()[:16]}"
+
+
 def prepared_path(cfg: DataConfig, files: dict[str, ParallelFiles], tokenizer: Tokenizer | None = None) -> Path:
-    """Where `cfg` is prepared (with `tokenizer`, else its own): the name hashes the settings and each file's path,
-    size and mtime, so an edited corpus is prepared anew."""
-    stats = {s: [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in (f.src, f.tgt)] for s, f in files.items()}
+    """Where `cfg` is prepared (with `tokenizer`, else its own): the name hashes the settings and each file's path
+    and `fingerprint`, so an edited corpus is prepared anew, and nodes holding copies of a corpus at the same paths
+    prepare it under the same name."""
+    stats = {s: [[str(p), fingerprint(p)] for p in (f.src, f.tgt)] for s, f in files.items()}
     key = json.dumps({"settings": _settings(cfg, tokenizer), "files": stats}, sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return Path(cfg.prepared_dir) / f"{cfg.name}-{cfg.src_lang}-{cfg.tgt_lang}-{digest}"
