@@ -1,5 +1,5 @@
-"""`transformer-train` with SentencePiece training and each process' validation slowed by `SLOW_SECONDS` each, for
-tests/test_torchrun.py: a preparation and a validation longer than the collective timeout the test sets."""
+"""`transformer-train` with SentencePiece training and each process' first validation slowed by `SLOW_SECONDS`
+each, for tests/test_torchrun.py: a preparation and a validation longer than the collective timeout the test sets."""
 
 import os
 import sys
@@ -11,11 +11,14 @@ from transformer.training.validation import Validator
 
 
 def slowed(function, what: str):
-    """`function`, after a line naming `what` and this process' rank on stderr and a sleep."""
+    """`function`, its first call in this process after a line naming `what` and the rank on stderr, and a sleep."""
+    calls = []
 
     def run(*args, **kwargs):
-        print(f"slowed {what} on rank {os.environ.get('RANK', '0')}", file=sys.stderr, flush=True)
-        time.sleep(float(os.environ["SLOW_SECONDS"]))
+        if not calls:
+            print(f"slowed {what} on rank {os.environ.get('RANK', '0')}", file=sys.stderr, flush=True)
+            time.sleep(float(os.environ["SLOW_SECONDS"]))
+        calls.append(1)
         return function(*args, **kwargs)
 
     return run

@@ -25,7 +25,7 @@ from transformer.training.validation import Validator
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TINY = ["model=tiny", "trainer.batch_tokens=256", "trainer.progress=false", "trainer.log_every=1"]
-TINY += ["optim.warmup_steps=2", "model.dropout=0", "trainer.max_steps=2", "trainer.val_every=2"]
+TINY += ["optim.warmup_steps=2", "model.dropout=0", "trainer.val_every=2"]
 
 
 def toy_corpus(folder: Path) -> list[str]:
@@ -105,15 +105,16 @@ def slowed(stderr: str, what: str) -> list[str]:
 @pytest.mark.slow
 def test_a_preparation_and_a_validation_longer_than_the_collective_timeout_stop_nothing(tmp_path):
     """SentencePiece training (one process; the other waits on the prepared folder's lock) and each process'
-    validation take 10 s against a collective timeout of 6 s: the run ends normally."""
+    validation at step 2 of 3 take 10 s against a collective timeout of 6 s: the run ends normally."""
     cmd = [str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "-m", "tests.slowed_train"]
-    cmd += [*toy_corpus(tmp_path), *TINY, "trainer.collective_timeout_minutes=0.1", "hydra.run.dir=run"]
+    cmd += [*toy_corpus(tmp_path), *TINY, "trainer.max_steps=3", "trainer.collective_timeout_minutes=0.1"]
+    cmd += ["hydra.run.dir=run"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path, env=torchrun_env(10))
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(slowed(result.stderr, "SentencePiece")) == 1
     assert sorted(slowed(result.stderr, "validation")) == ["0", "1"]
     assert "built by another process meanwhile" in result.stderr
-    assert load_checkpoint(str(tmp_path / "run" / "checkpoints" / "last.safetensors")).state["progress"]["step"] == 2
+    assert load_checkpoint(str(tmp_path / "run" / "checkpoints" / "last.safetensors")).state["progress"]["step"] == 3
 
 
 def free_port() -> int:
@@ -131,10 +132,10 @@ def test_two_nodes_without_a_shared_folder_each_prepare_the_same_data(tmp_path):
     for node, mtime in zip(nodes, (1_000_000_000, 1_700_000_000)):
         node_copy(tmp_path / "corpus", node, mtime)
     rendezvous = ["--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}"]
+    train = ["-m", "transformer.cli.train", *overrides, *TINY, "trainer.max_steps=2", "hydra.run.dir=run"]
     runs = [
         subprocess.Popen(
-            [str(BIN / "torchrun"), *rendezvous, f"--node-rank={i}", "-m", "transformer.cli.train"]
-            + [*overrides, *TINY, "hydra.run.dir=run"],
+            [str(BIN / "torchrun"), *rendezvous, f"--node-rank={i}", *train],
             cwd=node,
             env=torchrun_env(),
             stdout=subprocess.DEVNULL,
@@ -143,7 +144,13 @@ def test_two_nodes_without_a_shared_folder_each_prepare_the_same_data(tmp_path):
         )
         for i, node in enumerate(nodes)
     ]
-    errors = [run.communicate(timeout=240)[1] for run in runs]
+    try:
+        errors = [run.communicate(timeout=240)[1] for run in runs]
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.terminate()  # torchrun stops its worker on SIGTERM (not on SIGKILL)
+                run.wait(60)
     for run, stderr in zip(runs, errors):
         assert run.returncode == 0, stderr[-3000:]
         assert "prepared prepared/files-src-tgt-" in stderr and "on 2 process(es)" in stderr  # each built its own
