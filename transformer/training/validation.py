@@ -70,7 +70,8 @@ class Validator:
         self.src_ids = [prefix + ids for ids in list(val["src_ids"])[:n]]
         self.tgt_ids = list(val["tgt_ids"])[:n]
         self.rows = np.arange(rank, n, world)  # this process' share
-        lengths = np.array([[len(self.src_ids[i]) + 1, len(self.tgt_ids[i]) + 1] for i in self.rows]).reshape(-1, 2)
+        lengths = np.array([[len(self.src_ids[i]) + 1, len(self.tgt_ids[i]) + 1] for i in self.rows])
+        lengths = lengths.reshape(-1, 2)  # (share, 2): source and target lengths with EOS, also for an empty share
         self.batches = [self.rows[b] for b in token_batches(lengths, trainer.batch_tokens, rng=None) if len(b)]
         widest = max(map(len, self.batches), default=1)  # each token batch searched as one batch
         self.decoding = OmegaConf.merge(decoding, {"batch_size": widest})
