@@ -190,7 +190,7 @@ def test_one_collective_per_step(corpus, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
     """2 gloo processes x 1 batch per step == 1 process x 2 accumulated batches (same global batches)."""
-    # rank 0 validates at step 2 alone: the other process must not wait for it inside a collective
+    # both processes validate their shares at step 2, then take step 3 together
     common = [*toy_overrides(corpus, tmp_path), "model.dropout=0", "trainer.max_steps=3", "trainer.val_every=2"]
     train(["trainer.accumulate=2", *common], tmp_path / "single")  # also prepares the data
     cmd = [

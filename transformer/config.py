@@ -245,7 +245,7 @@ class TrainerConfig:
     max_epochs: int = 1000
     max_minutes: float = 0.0  # wall-clock limit over all sessions of a run, validation included; 0 = none
     val_every: int = 500  # steps between validations (also at the end)
-    val_max_sentences: int = 0  # validate (loss and BLEU, the same sentences) on the first N val pairs; 0 = all
+    val_max_sentences: int = 5000  # validate (loss and BLEU, the same sentences) on the first N val pairs; 0 = all
     log_every: int = 50  # steps between train scalars (TensorBoard; a log line too without a progress bar)
     attention_images: int = 2  # val sentences whose cross-attention goes to TensorBoard at each validation
     keep_last: int = 3  # step checkpoints kept, newest first
@@ -262,6 +262,7 @@ class TrainerConfig:
     compile: bool = False  # torch.compile the model and its loss for training
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default
+    collective_timeout_minutes: float = 60.0  # torchrun: how long a process waits in a collective (or to join)
     progress: bool = True  # show a progress bar
 
 
@@ -353,6 +354,7 @@ class ServeSettings:
     timeout_s: float = 30.0  # a request not answered by then gets a 503
     workers: int = 1  # decoding loops: the main thread, plus workers - 1 threads
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default
+    collective_timeout_minutes: float = 60.0  # torchrun: how long a process waits in a collective (or to join)
 
 
 @dataclass

@@ -174,6 +174,7 @@ def _check_trainer(problems: list[str], t) -> None:
     for key in ("max_minutes", "val_max_sentences", "attention_images", "keep_last", "keep_best", "patience"):
         _at_least(problems, f"trainer.{key}", t[key], 0)
     _at_least(problems, "trainer.num_threads", t.num_threads, 0)
+    _positive(problems, "trainer.collective_timeout_minutes", t.collective_timeout_minutes)
     _device(problems, "trainer.device", t.device)
     if t.resume and t.init_from:
         problems.append(

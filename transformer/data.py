@@ -64,7 +64,8 @@ def _settings(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> dict:
 
 def prepared_path(cfg: DataConfig, files: dict[str, Source], tokenizer: Tokenizer | None = None) -> Path:
     """Where `cfg` is prepared (with `tokenizer`, else its own): the name hashes the settings and each source's
-    fingerprint (a file's path, size and mtime), so an edited corpus is prepared anew."""
+    fingerprint (a file's path and content fingerprint), so an edited corpus is prepared anew, and nodes holding
+    copies of a corpus at the same paths prepare it under the same name."""
     stats = {split: source.fingerprint() for split, source in files.items()}
     key = json.dumps({"settings": _settings(cfg, tokenizer), "files": stats}, sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]

@@ -1,6 +1,7 @@
 """What every corpus source offers (`Source`), and what the formats share."""
 
 import copy
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -15,12 +16,20 @@ def same_language(code: str, lang: str) -> bool:
     return re.split(r"[-_]", code.strip().lower())[0] == re.split(r"[-_]", lang.strip().lower())[0]
 
 
-def file_stats(path: Path, key: str) -> list:
-    """A file's path, size and modification time (the setting `key` names it when it is missing)."""
+def file_stats(path: Path, key: str, block: int = 1 << 20) -> list:
+    """A file's path, size and the SHA-256 of its first and last `block` bytes (the setting `key` names it when it is
+    missing): the same for copies of a file on other nodes (unlike its mtime), different after an edit that changes
+    its size or its ends (a compressed file's last bytes hold a checksum of its whole text)."""
     if not path.exists():
         raise UserError(f"missing corpus file {path}; check the {key} settings")
-    stat = path.stat()
-    return [str(path), stat.st_size, stat.st_mtime_ns]
+    size = path.stat().st_size
+    if not path.is_file():  # a folder: reading the corpus says what is wrong
+        return [str(path), size]
+    with open(path, "rb") as f:
+        head = f.read(block)
+        f.seek(max(size - block, 0))
+        tail = f.read(block)
+    return [str(path), size, hashlib.sha256(head + tail).hexdigest()[:16]]
 
 
 class Source:

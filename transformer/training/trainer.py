@@ -51,25 +51,26 @@ def step_batches(
             yield micro
 
 
-def join(tcfg: DictConfig) -> tuple[torch.device, int, int]:
-    """Set up this process: device, process group (under torchrun), threads, seeds; returns (device, rank, world)."""
-    device = pick_device(tcfg.device)
-    if device.type == "cuda":
-        torch.cuda.set_device(distributed.local_rank())
-    rank, world = distributed.init(device)
+def join(tcfg: DictConfig, device: torch.device, data: PreparedData, start: Start) -> tuple[int, int]:
+    """Join the process group (under torchrun), check that every process prepared the same data and starts alike,
+    then set threads and seeds; returns (rank, world)."""
+    rank, world = distributed.init(device, tcfg.collective_timeout_minutes)
+    models = data.tokenizer.src_model + b"\0" + data.tokenizer.tgt_model
+    begins = "resume" if start.resume else "init_from" if start.init else "new"
+    distributed.check_same({"prepared data": data.dir.name, "SentencePiece models": models, "start": begins})
     if tcfg.num_threads > 0:
         torch.set_num_threads(tcfg.num_threads)
     seed_everything(tcfg.seed)
-    return device, rank, world
+    return rank, world
 
 
-def prepared_data(cfg: DictConfig, start: Start, main: bool) -> PreparedData:
-    """The run's prepared corpus: rank 0 prepares it, the others then reuse it. A run that starts from a
+def prepared_data(cfg: DictConfig, start: Start) -> PreparedData:
+    """The run's prepared corpus, before the process group starts: the first process to take the prepared folder's
+    lock prepares it, the others of its node wait on that lock (no collective, no timeout) and then reuse it; a node
+    without a shared `data.prepared_dir` prepares its own copy, under the same name. A run that starts from a
     checkpoint tokenizes with its SentencePiece model(s), so the vocabularies match."""
     tokenizer = read_header(str(start.checkpoint))[2] if start.checkpoint else None
-    data = prepare(cfg.data, tokenizer) if main else None
-    distributed.barrier()
-    return data or prepare(cfg.data, tokenizer)
+    return prepare(cfg.data, tokenizer)
 
 
 def training_batches(cfg: DictConfig, data: PreparedData) -> TrainBatches:
@@ -118,18 +119,22 @@ def announce_epoch(data: TrainBatches, batches: Batches, epoch: int, writer: Sum
 class Trainer:
     """One process of a training run: builds its parts, then `fit()` trains.
 
-    Each step makes one collective call of its own (`_reduce`); validation and saving run on rank 0
-    only and make none, so no process waits in a collective that another skips.
+    Each step makes one collective call of its own (`_reduce`). Every process validates its share of the val
+    sentences at the same steps (`Validator`), so none waits in a collective while another validates alone; saving
+    and logging run on rank 0 only and make none.
     """
 
     def __init__(self, cfg: DictConfig, run_dir: Path):
         self.cfg, tcfg = cfg, cfg.trainer
-        self.device, self.rank, self.world = join(tcfg)
-        self.main = self.rank == 0
+        self.device = pick_device(tcfg.device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(distributed.local_rank())
         start = plan_start(run_dir, tcfg)
         if start.init is not None:
             check_init_from(cfg)
-        data = prepared_data(cfg, start, self.main)
+        data = prepared_data(cfg, start)
+        self.rank, self.world = join(tcfg, self.device, data, start)
+        self.main = self.rank == 0
         self.tokenizer, self.train_data = data.tokenizer, training_batches(cfg, data)
         self.model = build_model(cfg.model, self.tokenizer).to(self.device)
         self.optimizer = make_optimizer(self.model, cfg.optim)
@@ -146,7 +151,7 @@ class Trainer:
         elif start.init is not None:
             self.keeper.initialise(start.init)
         val = data.split(cfg.data.val_split)
-        self.validator = Validator(self.model, self.tokenizer, val, tcfg, cfg.decoding) if self.main else None
+        self.validator = Validator(self.model, self.tokenizer, val, tcfg, cfg.decoding, self.rank, self.world)
         # on resume, hide what an earlier session logged after its checkpoint (later steps) from TensorBoard
         purge = self.progress.step + 1 if self.progress.step else None
         self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge) if self.main else None
@@ -170,8 +175,7 @@ class Trainer:
             self.monitor.close()
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
-        if self.main:
-            self._finish()
+        self._finish()
         distributed.shutdown()
 
     def _epoch(self) -> bool:
@@ -187,8 +191,7 @@ class Trainer:
             result = self.train_step(micro)
             if result is None:
                 return True
-            if self.main:
-                self._after_step(result)
+            self._after_step(result)
             if progress.step >= limits.max_steps:
                 return True
         return False
@@ -219,22 +222,33 @@ class Trainer:
         return tokens, stops > 0, seconds / self.world
 
     def _after_step(self, result: StepResult) -> None:
-        """Rank 0 after a step: the bar and train scalars; validation and saving every `val_every`."""
+        """After a step: rank 0's bar and train scalars; every `val_every` steps a validation (every process) and
+        rank 0's resumable checkpoint."""
+        if self.main:
+            self._show(result)
+        step = self.progress.step
+        if step % self.cfg.trainer.val_every == 0 and step != self.last_validated:
+            self.validate()
+            if self.main:
+                self.keeper.save_last(self.progress, self.optimizer, self.stepper.scaler)
+
+    def _show(self, result: StepResult) -> None:
+        """The bar and train scalars (rank 0)."""
         self.monitor.count(result.tokens)
         if not result.applied:
             return
         step, lr, seconds = self.progress.step, self.optimizer.param_groups[0]["lr"], self.progress.train_seconds()
         used = self.progress.budget_used(seconds, self.cfg.trainer)
         self.monitor.stepped(step, result.loss, lr, seconds / 60, used)
-        if step % self.cfg.trainer.val_every == 0 and step != self.last_validated:
-            self.validate()
-            self.keeper.save_last(self.progress, self.optimizer, self.stepper.scaler)
-            self.last_validated = step
 
     def validate(self) -> None:
-        """Val loss, perplexity and BLEU to the log and TensorBoard; saves and prunes checkpoints (rank 0)."""
+        """Val loss, perplexity and BLEU, every process scoring its share; rank 0 logs them to the log and
+        TensorBoard, saves and prunes checkpoints and decides on early stopping."""
         start, progress = time.time(), self.progress
         scores = self.validator(self.writer, progress.step)
+        self.last_validated = progress.step
+        if not self.main:
+            return
         is_best = progress.record_validation(scores.bleu)
         self.keeper.save_validated(progress, scores.bleu, is_best)
         best, seconds = " (best)" if is_best else "", time.time() - start
@@ -245,10 +259,12 @@ class Trainer:
             self.stop_requested = True  # reaches the other processes through the next step's reduce
 
     def _finish(self) -> None:
-        """Rank 0 at the end: a last validation if this step had none, the resumable `last`, a summary line."""
+        """At the end: a last validation if this step had none; rank 0's resumable `last` and summary line."""
         progress = self.progress
         if progress.step != self.last_validated:
             self.validate()
+        if not self.main:
+            return
         self.keeper.save_last(progress, self.optimizer, self.stepper.scaler)
         self.writer.close()
         summary = (progress.step, progress.epoch, progress.train_seconds() / 60, progress.best_bleu)
