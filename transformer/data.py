@@ -15,10 +15,10 @@ import os
 import shutil
 from collections import Counter
 from dataclasses import asdict
+from itertools import chain
 from pathlib import Path
 
 import datasets
-import numpy as np
 import pyarrow as pa
 from omegaconf import OmegaConf
 
@@ -30,7 +30,7 @@ from transformer.errors import UserError
 from transformer.files import DiskFull, atomic_rename_dir, atomic_write_text, disk_errors
 from transformer.locks import exclusive
 from transformer.mixture import Corpus
-from transformer.screening import Screen, sample_size
+from transformer.screening import Sample, Screen, sample_size
 from transformer.shards import SHARD, shard_paths, write_shard
 from transformer.sources import Source
 from transformer.tokenizer import Tokenizer, train_sentencepiece
@@ -121,14 +121,14 @@ class PreparedData:
             log.info("training corpus %s: %s", corpus["name"], report)
 
 
-def _train_tokenizer(cfg: DataConfig, sample: pa.Table, tags: list[str]) -> Tokenizer:
+def _train_tokenizer(cfg: DataConfig, sample: Sample, tags: list[str]) -> Tokenizer:
     """SentencePiece on the sample's sources and targets; `tags` reserved on the source."""
     tok_cfg = cfg.tokenizer
-    src, tgt = sample.column("src").to_pylist(), sample.column("tgt").to_pylist()
+    src, tgt = sample.drained()
     if tok_cfg.joint:
-        model = train_sentencepiece(iter(src + tgt), tok_cfg, tags)
+        model = train_sentencepiece(chain(src, tgt), tok_cfg, tags)
         return Tokenizer(model, model)
-    return Tokenizer(train_sentencepiece(iter(src), tok_cfg, tags), train_sentencepiece(iter(tgt), tok_cfg))
+    return Tokenizer(train_sentencepiece(src, tok_cfg, tags), train_sentencepiece(tgt, tok_cfg))
 
 
 def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData:
@@ -205,18 +205,21 @@ def _build(
     other."""
     evaluation = {split: _read_all(f) for split, f in files.items() if split != cfg.train_split}
     evals = tuple({pair[side] for pairs in evaluation.values() for pair in pairs} for side in (0, 1))
-    k = sample_size(cfg.tokenizer.input_sentence_size, cfg.tokenizer.joint) if tokenizer is None else 0
+    trained = any((work / name).exists() for name in ("spm.model", "spm.src.model"))  # by a run killed later
+    sample = Sample(sample_size(cfg.tokenizer.input_sentence_size, cfg.tokenizer.joint))
+    sample = None if tokenizer is not None or trained else sample
     screens, reports = [], []
     for i, corpus in enumerate(corpora):
-        screen = Screen(work / "screening" / f"{i:02d}", cfg.shard_pairs, k)
+        screen = Screen(work / "screening" / f"{i:02d}", cfg.shard_pairs, i)
         skipped: Counter = Counter()
-        done = screen.run(corpus.source.pairs(skipped), skipped, evals[::-1] if corpus.reverse else evals, corpus.name)
+        evals_of = evals[::-1] if corpus.reverse else evals
+        done = screen.run(corpus.source.pairs(skipped), skipped, evals_of, corpus.name, sample)
         report = CleaningReport(done.pairs + sum(done.skipped.values()), dict(done.skipped))
         screen.keep(cfg.clean, report)
         screens.append(screen), reports.append(report)
     _check_not_empty(sum(r.kept for r in reports), corpora)
     if tokenizer is None:
-        tokenizer = _tokenizer(cfg, screens, sorted({c.tag for c in corpora if c.tag}), work)
+        tokenizer = _tokenizer(cfg, sample, sorted({c.tag for c in corpora if c.tag}), work)
     else:
         tokenizer.save(work)
     threads, limits = _threads(cfg), (cfg.max_len, cfg.clean.max_ratio)
@@ -254,18 +257,12 @@ def _read_all(source: Source) -> list[tuple[str, str]]:
     return list(source.pairs())
 
 
-def _tokenizer(cfg: DataConfig, screens: list[Screen], tags: list[str], work: Path) -> Tokenizer:
-    """SentencePiece trained on the lowest-keyed pairs of all the training corpora (a uniform sample; saved in
-    `work`, so a rerun does not train it again)."""
-    if any((work / name).exists() for name in ("spm.model", "spm.src.model")):
+def _tokenizer(cfg: DataConfig, sample: Sample | None, tags: list[str], work: Path) -> Tokenizer:
+    """SentencePiece trained on `sample` (a uniform sample of the pairs the text rules keep, in every training
+    corpus), saved in `work`; the one saved there by an earlier run when `sample` is None."""
+    if sample is None:
         return Tokenizer.load(work)
-    k = sample_size(cfg.tokenizer.input_sentence_size, cfg.tokenizer.joint)
-    samples = pa.concat_tables([screen.sample() for screen in screens])
-    keys = samples.column("key").to_numpy()
-    order = np.argsort(keys, kind="stable")
-    _, first = np.unique(keys[order], return_index=True)
-    sample = samples.take(pa.array(order[first][:k]))
-    log.info("training SentencePiece on %s pairs", f"{len(sample):,}")
+    log.info("training SentencePiece on %s pairs", f"{min(sample.k, len(sample.src)):,}")
     tokenizer = _train_tokenizer(cfg, sample, tags)
     _log_vocabulary(cfg, tokenizer)
     tokenizer.save(work)

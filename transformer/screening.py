@@ -1,31 +1,30 @@
 """The first pass over a training corpus: the text rules of cleaning and SentencePiece's sample, shard by shard.
 
 Each shard of pairs leaves, in the corpus's work folder, its pairs' 64-bit fingerprints and text flags
-(`screen-NNNNN.npz`) and its candidates for SentencePiece's sample (`sample-NNNNN.arrow`). The sample is a
-bottom-k sample: the pairs with the k lowest keys, a key being a mix of the fingerprint, so equal pairs are one
-candidate and the sample does not depend on the sharding. A kill loses at most the shard in flight; `screen()` run
-again reads past the finished shards and goes on. Once every shard is screened, `keep_masks` marks each corpus's
-repeats (the first of equal pairs stays) and writes which pairs every text rule keeps.
+(`screen-NNNNN.npz`) and which of its pairs are in SentencePiece's sample so far (`sample-NNNNN.npz`: their keys and
+rows, never their text). The sample is a bottom-k sample held in memory: the pairs with the k lowest keys, a key
+being a mix of the fingerprint, so equal pairs are one candidate and the sample does not depend on the sharding. A
+kill loses at most the shard in flight; `Screen.run` run again reads past the finished shards, picking up their
+sampled pairs' text on the way, and goes on. Once every shard is screened, `Screen.keep` finds each corpus's repeats
+(the first of equal pairs stays) a slice of fingerprints at a time and writes which pairs the text rules keep.
 """
 
 import json
 import zlib
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 from tqdm import tqdm
 
 from transformer.cleaning import CleaningReport, keep_mask
 from transformer.config import CleanConfig
 from transformer.files import atomic_write_text
-from transformer.shards import write_shard
 
 CHUNK = 20_000  # pairs read and flagged at a time
+SLICE = 4_000_000  # fingerprints sorted at a time when finding repeats
 
 
 def fingerprints(srcs: list[str], tgts: list[str]) -> np.ndarray:
@@ -44,6 +43,76 @@ def sample_keys(digests: np.ndarray) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
+def sample_size(input_sentence_size: int, joint: bool) -> int:
+    """Pairs in SentencePiece's sample: a joint model learns from both sides of each, so half as many."""
+    return max(1, (input_sentence_size + 1) // 2) if joint else input_sentence_size
+
+
+class Sample:
+    """SentencePiece's sample of every training corpus: the `k` pairs with the lowest keys offered so far, each key
+    once, with where each lies (corpus, row). Keys and places are arrays; only the candidates' text is Python's."""
+
+    def __init__(self, k: int):
+        self.k, self.threshold = k, np.uint64(2**64 - 1)
+        self.keys, self.corpus, self.rows = np.zeros(0, np.uint64), np.zeros(0, np.int16), np.zeros(0, np.int64)
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # offered since the last `gather`
+        self.src: list[str | None] = []
+        self.tgt: list[str | None] = []
+
+    def offer(self, keys: np.ndarray, srcs: list, tgts: list, corpus: int, rows: np.ndarray) -> None:
+        """Take the pairs whose key is below the threshold (keys, texts and rows aligned)."""
+        take = np.flatnonzero(keys < self.threshold)
+        if len(take):
+            self.parts.append((keys[take], np.full(len(take), corpus, np.int16), rows[take]))
+            self.src += [srcs[i] for i in take]
+            self.tgt += [tgts[i] for i in take]
+        if len(self.src) > self.k + self.k // 4:
+            self.prune()
+
+    def gather(self) -> None:
+        """Join what was offered since the last call to the arrays."""
+        if self.parts:
+            self.keys, self.corpus, self.rows = (
+                np.concatenate([whole, *(part[i] for part in self.parts)])
+                for i, whole in enumerate((self.keys, self.corpus, self.rows))
+            )
+            self.parts = []
+
+    def prune(self) -> None:
+        """Keep the `k` lowest distinct keys (the threshold becomes the highest of them once there are `k`)."""
+        self.gather()
+        order = np.argsort(self.keys, kind="stable")
+        _, first = np.unique(self.keys[order], return_index=True)
+        kept = np.sort(order[first][: self.k])
+        self.keys, self.corpus, self.rows = self.keys[kept], self.corpus[kept], self.rows[kept]
+        self.src, self.tgt = [self.src[i] for i in kept], [self.tgt[i] for i in kept]
+        if len(kept) == self.k:
+            self.threshold = self.keys.max()
+
+    def rows_of(self, corpus: int, rows: np.ndarray) -> np.ndarray:
+        """Which of `rows` (of `corpus`) the sample holds now."""
+        self.gather()
+        return rows[np.isin(rows, self.rows[self.corpus == corpus])]
+
+    def fill(self, corpus: int, texts: dict[int, tuple[str, str]]) -> None:
+        """Put the text of `corpus`'s sampled rows (read again after a restart) in place."""
+        self.gather()
+        for i in np.flatnonzero(self.corpus == corpus):
+            if int(self.rows[i]) in texts:
+                self.src[i], self.tgt[i] = texts[int(self.rows[i])]
+
+    def drained(self) -> tuple[Iterator[str], Iterator[str]]:
+        """The sampled sources and targets, each let go once it is read (SentencePiece copies what it reads)."""
+        self.prune()
+        return _drain(self.src), _drain(self.tgt)
+
+
+def _drain(items: list) -> Iterator:
+    for i in range(len(items)):
+        item, items[i] = items[i], None
+        yield item
+
+
 @dataclass
 class Screened:
     """What screening a corpus found: pairs read (the source's skips apart), the source's skips by reason."""
@@ -53,10 +122,10 @@ class Screened:
 
 
 class Screen:
-    """The screening of one corpus in `folder`: pairs per shard, the sample size `k` (0: no sample wanted)."""
+    """The screening of corpus number `corpus` in `folder`, `shard_pairs` pairs per shard."""
 
-    def __init__(self, folder: Path, shard_pairs: int, k: int):
-        self.folder, self.shard_pairs, self.k = folder, shard_pairs, k
+    def __init__(self, folder: Path, shard_pairs: int, corpus: int):
+        self.folder, self.shard_pairs, self.corpus = folder, shard_pairs, corpus
         folder.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -70,119 +139,118 @@ class Screen:
             n += 1
         return n
 
-    def run(self, pairs: Iterator[tuple[str, str]], skipped: Counter, evals: tuple[set, set], name: str) -> Screened:
-        """Screen the pairs of one corpus (resuming after its finished shards); `skipped` counts the source's skips."""
-        if self.done is not None:
-            return self.done
-        start = self.finished_shards()
-        threshold = self._threshold(start)
-        for _ in islice(pairs, start * self.shard_pairs):  # the finished shards, read again to reach the next one
-            pass
-        read = start * self.shard_pairs
-        with tqdm(desc=f"screening {name}", unit=" pairs", initial=read, mininterval=1.0, leave=False) as bar:
-            shard = start
-            while True:
-                n, threshold = self._shard(pairs, shard, evals, threshold, bar)
-                read += n
-                if n < self.shard_pairs:
-                    break
-                shard += 1
-        result = Screened(read, dict(skipped))
-        atomic_write_text(self.folder / "screened.json", json.dumps(result.__dict__))
-        return result
+    def run(self, pairs: Iterator[tuple[str, str]], skipped, evals: tuple[set, set], name: str, sample: Sample | None):
+        """Screen the pairs of one corpus, offering them to `sample` (None: none wanted); resumes after the finished
+        shards, reading them again for their sampled pairs' text. `skipped` counts the source's skips."""
+        start = self.finished_shards() if self.done is None else None
+        with tqdm(desc=f"screening {name}", unit=" pairs", mininterval=1.0, leave=False) as bar:
+            self._reread(pairs, start, sample, bar)
+            if start is not None:
+                shard = start
+                while self._shard(pairs, shard, evals, sample, bar) == self.shard_pairs:
+                    shard += 1
+                atomic_write_text(self.folder / "screened.json", json.dumps({"pairs": bar.n, "skipped": dict(skipped)}))
+        return self.done
 
-    def _shard(self, pairs, shard: int, evals: tuple[set, set], threshold: int, bar) -> tuple[int, int]:
-        """Screen up to `shard_pairs` pairs into shard `shard`; returns the pairs read and the new sample threshold."""
-        digests, equal, overlap, cand = [], [], [], ([], [], [])
+    def _reread(self, pairs, shards: int | None, sample: Sample | None, bar) -> None:
+        """Read the first `shards` finished shards again (all of them when None), offering `sample` the pairs they
+        sampled; without a sample, only the first `shards` shards are skipped (none when all are finished)."""
+        paths = sorted(self.folder.glob("sample-*.npz"))[:shards]
+        if sample is None:
+            bar.update(sum(1 for _ in islice(pairs, (shards or 0) * self.shard_pairs)))
+            return
+        stored = [np.load(path) for path in paths]
+        for part in stored:
+            sample.offer(
+                part["keys"], [None] * len(part["keys"]), [None] * len(part["keys"]), self.corpus, part["rows"]
+            )
+        wanted = set(sample.rows_of(self.corpus, np.concatenate([np.zeros(0, np.int64), *(p["rows"] for p in stored)])))
+        texts, read = {}, 0
+        for read, pair in enumerate(islice(pairs, len(paths) * self.shard_pairs), start=1):
+            if read - 1 in wanted:
+                texts[read - 1] = pair
+        bar.update(read)
+        sample.fill(self.corpus, texts)
+
+    def _shard(self, pairs, shard: int, evals: tuple[set, set], sample: Sample | None, bar) -> int:
+        """Screen up to `shard_pairs` pairs into shard `shard`; returns the pairs read."""
+        digests, equal, overlap, sampled = [], [], [], []
         eval_src, eval_tgt = evals
-        left = self.shard_pairs
-        while left > 0:
-            chunk = list(islice(pairs, min(CHUNK, left)))
+        first = shard * self.shard_pairs
+        while (n := sum(map(len, digests))) < self.shard_pairs:
+            chunk = list(islice(pairs, min(CHUNK, self.shard_pairs - n)))
             if not chunk:
                 break
             srcs, tgts = (list(side) for side in zip(*chunk))
-            left -= len(chunk)
             d = fingerprints(srcs, tgts)
             eq = np.fromiter((s == t for s, t in chunk), dtype=bool, count=len(chunk))
             ov = np.fromiter((s in eval_src or t in eval_tgt for s, t in chunk), dtype=bool, count=len(chunk))
             digests.append(d), equal.append(eq), overlap.append(ov)
-            if self.k:
-                keys = sample_keys(d)
-                for i in np.flatnonzero((keys < np.uint64(threshold)) & ~eq & ~ov):
-                    cand[0].append(int(keys[i])), cand[1].append(srcs[i]), cand[2].append(tgts[i])
+            if sample is not None:
+                rows, keys = np.arange(first + n, first + n + len(chunk)), sample_keys(d)
+                eligible = ~eq & ~ov
+                sample.offer(keys[eligible], _pick(srcs, eligible), _pick(tgts, eligible), self.corpus, rows[eligible])
+                sampled.append((keys[eligible], rows[eligible]))
             bar.update(len(chunk))
         n = sum(map(len, digests))
         if n == 0 and shard > 0:
-            return 0, threshold
-        arrays = {k: np.concatenate(v) if v else np.zeros(0, t) for k, v, t in _named(digests, equal, overlap)}
-        self._write_sample(shard, *cand)
-        np.savez(self.folder / f".screen-{shard:05d}.tmp.npz", **arrays)
-        (self.folder / f".screen-{shard:05d}.tmp.npz").replace(self.folder / f"screen-{shard:05d}.npz")
-        return n, self._threshold(shard + 1)
-
-    def _write_sample(self, shard: int, keys: list[int], srcs: list[str], tgts: list[str]) -> None:
-        """This shard's lowest `k` distinct candidates (a pair below them all is the only kind that can stay)."""
-        order = np.argsort(np.array(keys, dtype=np.uint64), kind="stable")
-        _, first = np.unique(np.array(keys, dtype=np.uint64)[order], return_index=True)
-        chosen = order[first][: self.k]
-        columns = {
-            "key": pa.array(np.array(keys, dtype=np.uint64)[chosen] if keys else np.zeros(0, np.uint64)),
-            "src": pa.array([srcs[i] for i in chosen], type=pa.string()),
-            "tgt": pa.array([tgts[i] for i in chosen], type=pa.string()),
-        }
-        write_shard(self.folder / f"sample-{shard:05d}.arrow", columns)
-
-    def _threshold(self, shards: int) -> int:
-        """The key below which a pair can still enter the sample: the k-th lowest of the first `shards` shards'."""
-        if not self.k:
             return 0
-        keys = np.unique(np.concatenate([np.zeros(0, np.uint64), *(self._sample_keys(s) for s in range(shards))]))
-        return int(keys[self.k - 1]) if len(keys) >= self.k else 2**64 - 1
+        self._save(shard, digests, equal, overlap, sampled, sample)
+        return n
 
-    def _sample_keys(self, shard: int) -> np.ndarray:
-        with pa.memory_map(str(self.folder / f"sample-{shard:05d}.arrow")) as source:
-            table = pa.ipc.open_stream(source).read_all()
-        return table.column("key").to_numpy()
-
-    def sample(self) -> pa.Table:
-        """The corpus's candidates (key, src, tgt) from every shard, lowest keys first, each key once."""
-        tables = []
-        for path in sorted(self.folder.glob("sample-*.arrow")):
-            with pa.memory_map(str(path)) as source:
-                tables.append(pa.ipc.open_stream(source).read_all())
-        table = pa.concat_tables(tables)
-        keys = table.column("key").to_numpy()
-        order = np.argsort(keys, kind="stable")
-        _, first = np.unique(keys[order], return_index=True)
-        return table.take(pa.array(order[first][: self.k]))
+    def _save(self, shard: int, digests, equal, overlap, sampled, sample: Sample | None) -> None:
+        """Shard `shard`'s flags, then its pairs the sample holds now (the shard counts as finished once both are)."""
+        if sample is not None:
+            keys = np.concatenate([np.zeros(0, np.uint64), *(k for k, _ in sampled)])
+            rows = np.concatenate([np.zeros(0, np.int64), *(r for _, r in sampled)])
+            held = np.isin(rows, sample.rows_of(self.corpus, rows))
+            _save_npz(self.folder / f"sample-{shard:05d}.npz", keys=keys[held], rows=rows[held])
+        arrays = {"digests": digests, "equal": equal, "overlap": overlap}
+        _save_npz(self.folder / f"screen-{shard:05d}.npz", **{k: np.concatenate(v) for k, v in arrays.items()})
 
     def keep(self, clean: CleanConfig, report: CleaningReport) -> None:
         """Decide the text rules over the whole corpus: write `keep-NNNNN.npy` (the pairs they keep) per shard and
         count what each drops in `report`."""
-        shards = [np.load(path) for path in sorted(self.folder.glob("screen-*.npz"))]
-        digests = np.concatenate([s["digests"] for s in shards])
-        duplicate = np.ones(len(digests), dtype=bool)
-        duplicate[np.unique(digests, return_index=True)[1]] = False  # each pair's first occurrence stays
-        del digests
-        flags = {
-            "duplicate": duplicate & clean.duplicates,
-            "equal sides": np.concatenate([s["equal"] for s in shards]) & clean.equal_sides,
-            "eval overlap": np.concatenate([s["overlap"] for s in shards]) & clean.eval_overlap,
-        }
-        kept = keep_mask(flags, report)
-        ends = np.cumsum([len(s["digests"]) for s in shards])
-        for shard, part in enumerate(np.split(kept, ends[:-1])):
-            np.save(self.folder / f"keep-{shard:05d}.npy", part)
+        paths = sorted(self.folder.glob("screen-*.npz"))
+        sizes = [len(np.load(path)["equal"]) for path in paths]
+        duplicate = self._repeats(paths, sizes) if clean.duplicates else np.zeros(sum(sizes), dtype=bool)
+        for shard, (path, start) in enumerate(zip(paths, np.cumsum([0, *sizes]))):
+            flags = np.load(path)
+            text = {
+                "duplicate": duplicate[start : start + len(flags["equal"])],
+                "equal sides": flags["equal"] & clean.equal_sides,
+                "eval overlap": flags["overlap"] & clean.eval_overlap,
+            }
+            np.save(self.folder / f"keep-{shard:05d}.npy", keep_mask(text, report))
+
+    def _repeats(self, paths: list[Path], sizes: list[int]) -> np.ndarray:
+        """Each pair that repeats an earlier pair of the corpus (a bool per pair), found one slice of fingerprints at a
+        time (by their value), so the memory it takes does not grow with the corpus."""
+        duplicate = np.zeros(sum(sizes), dtype=bool)
+        slices = max(1, -(-sum(sizes) // SLICE))
+        for part in range(slices):
+            digests, rows = [], []
+            for path, start in zip(paths, np.cumsum([0, *sizes])):
+                d = np.load(path)["digests"]
+                mine = np.flatnonzero((d >> np.uint64(32)) % np.uint64(slices) == part)
+                digests.append(d[mine]), rows.append(mine + start)
+            d, r = np.concatenate(digests), np.concatenate(rows)
+            order = np.argsort(d, kind="stable")  # equal fingerprints: the earliest row first
+            d = d[order]
+            duplicate[r[order[1:][d[1:] == d[:-1]]]] = True
+        return duplicate
 
     def kept(self, shard: int) -> np.ndarray:
         """Which pairs of shard `shard` the text rules keep (bool per pair)."""
         return np.load(self.folder / f"keep-{shard:05d}.npy")
 
 
-def _named(digests: list, equal: list, overlap: list):
-    return (("digests", digests, np.uint64), ("equal", equal, bool), ("overlap", overlap, bool))
+def _pick(items: list[str], mask: np.ndarray) -> list[str]:
+    return [item for item, chosen in zip(items, mask) if chosen]
 
 
-def sample_size(input_sentence_size: int, joint: bool) -> int:
-    """Pairs in SentencePiece's sample: a joint model learns from both sides of each, so half as many."""
-    return max(1, (input_sentence_size + 1) // 2) if joint else input_sentence_size
+def _save_npz(path: Path, **arrays: np.ndarray) -> None:
+    """Write arrays to `path` (.npz) through a temporary name, so a kill leaves the file whole or absent."""
+    tmp = path.with_name(f".{path.stem}.tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
