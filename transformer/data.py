@@ -159,19 +159,21 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
         work = out.with_name(f".{out.name}.partial")
         if work.exists():
             log.info("continuing the preparation in %s", work)
-        try:
-            with disk_errors(out):
-                work.mkdir(exist_ok=True)
-                meta = _build(cfg, files, corpora, tokenizer, work)
-        except DiskFull:
-            raise  # kept: the same command goes on once space is freed
-        except UserError:
-            shutil.rmtree(work, ignore_errors=True)  # a bad input: its fix changes the folder's name anyway
-            raise
-        with disk_errors(out):
+        if not (work / "meta.json").exists():  # else: complete, killed while its work files were removed
+            try:
+                with disk_errors(out):
+                    work.mkdir(exist_ok=True)
+                    meta = _build(cfg, files, corpora, tokenizer, work)
+            except DiskFull:
+                raise  # kept: the same command goes on once space is freed
+            except UserError:
+                shutil.rmtree(work, ignore_errors=True)  # a bad input: its fix changes the folder's name anyway
+                raise
             meta["settings"], meta["files"] = _settings(cfg, tokenizer), {s: f.fingerprint() for s, f in every.items()}
-            shutil.rmtree(work / "screening")
-            atomic_write_text(work / "meta.json", json.dumps(meta, indent=2, default=str))
+            with disk_errors(out):
+                atomic_write_text(work / "meta.json", json.dumps(meta, indent=2, default=str))
+        for scratch in ("screening", ".tokenizer.tmp"):
+            shutil.rmtree(work / scratch, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)  # an incomplete folder without meta.json
         atomic_rename_dir(work, out)
     prepared = PreparedData(out)
@@ -221,7 +223,7 @@ def _build(
     if tokenizer is None:
         tokenizer = _tokenizer(cfg, sample, sorted({c.tag for c in corpora if c.tag}), work)
     else:
-        tokenizer.save(work)
+        _save_tokenizer(tokenizer, work)
     threads, limits = _threads(cfg), (cfg.max_len, cfg.clean.max_ratio)
     folders, tokens = [f"{i:02d}-{corpus.name}" for i, corpus in enumerate(corpora)], 0
     for corpus, screen, report, folder in zip(corpora, screens, reports, folders):
@@ -265,8 +267,18 @@ def _tokenizer(cfg: DataConfig, sample: Sample | None, tags: list[str], work: Pa
     log.info("training SentencePiece on %s pairs", f"{min(sample.k, len(sample.src)):,}")
     tokenizer = _train_tokenizer(cfg, sample, tags)
     _log_vocabulary(cfg, tokenizer)
-    tokenizer.save(work)
+    _save_tokenizer(tokenizer, work)
     return tokenizer
+
+
+def _save_tokenizer(tokenizer: Tokenizer, work: Path) -> None:
+    """The SentencePiece model(s) into `work`, each file whole or absent after a kill (a rerun trusts what is there)."""
+    tmp = work / ".tokenizer.tmp"
+    tmp.mkdir(exist_ok=True)
+    tokenizer.save(tmp)
+    for path in tmp.iterdir():
+        os.replace(path, work / path.name)
+    tmp.rmdir()
 
 
 def _write_evaluation(folder: Path, pairs: list[tuple[str, str]], encoder: Encoder) -> int:
