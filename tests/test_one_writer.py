@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import datasets
 import pytest
 from omegaconf import OmegaConf
 from safetensors import safe_open
 
 import transformer.checkpoint as checkpoint_module
 from tests.conftest import paused_process, tiny_model
+from transformer import binarization
 from transformer.checkpoint import save_checkpoint
 from transformer.data import prepare
 from transformer.errors import UserError
@@ -157,15 +157,20 @@ def _tokenizer() -> Tokenizer:
     return Tokenizer(model, model)
 
 
-def test_a_full_disk_while_preparing_leaves_no_half_prepared_folder(corpus, tmp_path, monkeypatch):
+def test_a_full_disk_while_preparing_leaves_no_prepared_folder_and_the_command_goes_on(
+    corpus, tmp_path, monkeypatch
+):
     from tests.test_data import files_config
 
-    def full_disk(self, path, *args, **kwargs):
-        Path(path).mkdir(parents=True)
-        (Path(path) / "data-00000-of-00001.arrow").write_bytes(b"half a split")
+    def full_disk(path, columns):
+        Path(path).with_name(f".{Path(path).name}.tmp").write_bytes(b"half a shard")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(datasets.Dataset, "save_to_disk", full_disk)
+    monkeypatch.setattr(binarization, "write_shard", full_disk)
     with pytest.raises(UserError, match=r"no space left to write .*prepared/toy-fr-en-\w+ \(\d+ MiB free in "):
         prepare(files_config(corpus, tmp_path))
-    assert [p.name for p in (tmp_path / "prepared").iterdir() if p.suffix != ".lock"] == []
+    (partial,) = [p for p in (tmp_path / "prepared").iterdir() if p.suffix != ".lock"]
+    assert partial.name.endswith(".partial")  # hidden and never trusted; kept, so the same command goes on
+    monkeypatch.undo()
+    prepared = prepare(files_config(corpus, tmp_path))
+    assert not partial.exists() and len(prepared.split("train")) == 300

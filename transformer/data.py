@@ -174,6 +174,8 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
                 atomic_write_text(work / "meta.json", json.dumps(meta, indent=2, default=str))
         for scratch in ("screening", ".tokenizer.tmp"):
             shutil.rmtree(work / scratch, ignore_errors=True)
+        for stray in work.rglob(".*.tmp*"):  # what a killed write left
+            stray.unlink() if stray.is_file() else shutil.rmtree(stray)
         shutil.rmtree(out, ignore_errors=True)  # an incomplete folder without meta.json
         atomic_rename_dir(work, out)
     prepared = PreparedData(out)

@@ -35,11 +35,14 @@ def write_shard(path: Path, columns: dict[str, pa.Array]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     batch = pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
     with disk_errors(path):
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, batch.schema) as writer:
-            writer.write_batch(batch)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, batch.schema) as writer:
+                writer.write_batch(batch)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def shard_paths(folder: Path) -> list[Path]:
