@@ -12,6 +12,7 @@ from transformer.cleaning import CleaningReport
 from transformer.config import CleanConfig
 from transformer.data import prepare
 from transformer.screening import Sample, Screen
+from transformer.sources.base import PairReader
 
 
 def pairs_of(n: int, repeat_every: int = 5) -> list[tuple[str, str]]:
@@ -28,13 +29,18 @@ def screened(tmp_path, pairs, shard_pairs: int, k: int, interrupted_after: int |
     if interrupted_after is not None:
         first = Screen(folder, shard_pairs, 0)
         for shard in range(interrupted_after):
-            first._shard(iter(pairs[shard * shard_pairs :]), shard, (set(), set()), Sample(k), _Bar())
+            first._shard(reader(pairs[shard * shard_pairs :]), shard, (set(), set()), Sample(k), _Bar())
     sample = Sample(k)
-    Screen(folder, shard_pairs, 0).run(iter(pairs), Counter(), (set(), set()), "toy", sample)
+    Screen(folder, shard_pairs, 0).run(reader(pairs), Counter(), (set(), set()), "toy", sample)
     report = CleaningReport(len(pairs))
     Screen(folder, shard_pairs, 0).keep(CleanConfig(), report)
     kept = [Screen(folder, shard_pairs, 0).kept(s) for s in range(-(-len(pairs) // shard_pairs))]
     return sample, [report.dropped, np.concatenate(kept).tolist()]
+
+
+def reader(pairs: list[tuple[str, str]]) -> PairReader:
+    """The pairs as a source gives them, in chunks of 13."""
+    return PairReader(tuple(map(list, zip(*pairs[i : i + 13]))) for i in range(0, len(pairs), 13))
 
 
 class _Bar:

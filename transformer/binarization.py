@@ -6,9 +6,7 @@ its screening kept, so a kill loses at most the shard in flight and a rerun goes
 """
 
 import json
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
+from itertools import compress
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ from transformer.files import atomic_write_text
 from transformer.noise import noised_batch
 from transformer.screening import CHUNK, Screen
 from transformer.shards import SHARD, id_column, id_type, shard_paths, write_shard
+from transformer.sources.base import PairReader
 from transformer.tokenizer import Tokenizer
 
 
@@ -58,27 +57,8 @@ class Encoder:
         return columns
 
 
-def _chunks(pairs: Iterator[tuple[str, str]], n: int) -> Iterator[list[tuple[str, str]]]:
-    """`n` pairs in chunks of up to CHUNK, each read in a thread while the previous one is encoded."""
-
-    def read(size: int) -> list[tuple[str, str]]:
-        return list(islice(pairs, size))
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        left = n
-        upcoming = pool.submit(read, min(CHUNK, left))
-        while left > 0:
-            chunk = upcoming.result()
-            left -= len(chunk)
-            if not chunk:
-                return
-            if left > 0:
-                upcoming = pool.submit(read, min(CHUNK, left))
-            yield chunk
-
-
 def binarize(
-    pairs: Iterator[tuple[str, str]],
+    pairs: PairReader,
     screen: Screen,
     out: Path,
     encoder: Encoder,
@@ -92,8 +72,7 @@ def binarize(
     out.mkdir(parents=True, exist_ok=True)
     shards, size = screen.finished_shards(), screen.shard_pairs
     done = len(shard_paths(out))
-    for _ in islice(pairs, done * size):
-        pass
+    pairs.skip(done * size)
     total = screen.done.pairs
     with tqdm(
         desc=f"tokenizing {name}",
@@ -105,18 +84,16 @@ def binarize(
     ) as bar:
         for shard in range(done, shards):
             kept = screen.kept(shard)
-            parts, rows = [], shard * size
-            for chunk in _chunks(pairs, len(kept)):
-                mask = kept[rows - shard * size :][: len(chunk)]
-                chosen = [pair for pair, k in zip(chunk, mask) if k]
-                ids = np.flatnonzero(mask) + rows
-                rows += len(chunk)
-                bar.update(len(chunk))
-                if not chosen:
+            parts = []
+            for start in range(0, len(kept), CHUNK):
+                mask = kept[start : start + CHUNK]
+                srcs, tgts = (list(compress(side, mask)) for side in pairs.take(len(mask)))
+                bar.update(len(mask))
+                if not srcs:
                     continue
-                srcs, tgts = (list(side) for side in zip(*chosen))
                 if noise:
-                    srcs = noised_batch({"src": srcs}, ids.tolist(), noise)["src"]
+                    rows = np.flatnonzero(mask) + shard * size + start
+                    srcs = noised_batch({"src": srcs}, rows.tolist(), noise)["src"]
                 parts.append(encoder.encode(srcs, tgts))
             _write(out, shard, parts, encoder, limits)
     return _token_report(out)

@@ -30,9 +30,10 @@ from transformer.errors import UserError
 from transformer.files import DiskFull, atomic_rename_dir, atomic_write_text, disk_errors
 from transformer.locks import exclusive
 from transformer.mixture import Corpus
-from transformer.screening import Sample, Screen, sample_size
+from transformer.screening import CHUNK, Sample, Screen, sample_size
 from transformer.shards import SHARD, shard_paths, write_shard
 from transformer.sources import Source
+from transformer.sources.base import PairReader
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ def _build(
         screen = Screen(work / "screening" / f"{i:02d}", cfg.shard_pairs, i)
         skipped: Counter = Counter()
         evals_of = evals[::-1] if corpus.reverse else evals
-        done = screen.run(corpus.source.pairs(skipped), skipped, evals_of, corpus.name, sample)
+        done = screen.run(PairReader(corpus.source.chunks(CHUNK, skipped)), skipped, evals_of, corpus.name, sample)
         report = CleaningReport(done.pairs + sum(done.skipped.values()), dict(done.skipped))
         screen.keep(cfg.clean, report)
         screens.append(screen), reports.append(report)
@@ -230,7 +231,7 @@ def _build(
     folders, tokens = [f"{i:02d}-{corpus.name}" for i, corpus in enumerate(corpora)], 0
     for corpus, screen, report, folder in zip(corpora, screens, reports, folders):
         encoder = Encoder(tokenizer, corpus.tag, threads, text=cfg.subword_dropout > 0)
-        pairs = corpus.source.pairs(Counter())
+        pairs = PairReader(corpus.source.chunks(CHUNK))
         dropped, ids = binarize(
             pairs, screen, work / cfg.train_split / folder, encoder, limits, corpus.noise, corpus.name
         )

@@ -10,10 +10,11 @@ sampled pairs' text on the way, and goes on. Once every shard is screened, `Scre
 """
 
 import json
+import operator
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import islice
+from itertools import compress
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from tqdm import tqdm
 from transformer.cleaning import CleaningReport, keep_mask
 from transformer.config import CleanConfig
 from transformer.files import atomic_write_text
+from transformer.sources.base import PairReader
 
 CHUNK = 20_000  # pairs read and flagged at a time
 SLICE = 4_000_000  # fingerprints sorted at a time when finding repeats
@@ -29,9 +31,8 @@ SLICE = 4_000_000  # fingerprints sorted at a time when finding repeats
 
 def fingerprints(srcs: list[str], tgts: list[str]) -> np.ndarray:
     """A 64-bit fingerprint per pair: CRC-32 of the source, then of the target (equal pairs, equal fingerprints)."""
-    crc = zlib.crc32
-    pairs = zip(srcs, tgts)
-    return np.fromiter((crc(s.encode()) << 32 | crc(t.encode()) for s, t in pairs), dtype=np.uint64, count=len(srcs))
+    src, tgt = (np.fromiter(map(zlib.crc32, map(str.encode, side)), np.uint64, len(side)) for side in (srcs, tgts))
+    return (src << np.uint64(32)) | tgt
 
 
 def sample_keys(digests: np.ndarray) -> np.ndarray:
@@ -139,7 +140,7 @@ class Screen:
             n += 1
         return n
 
-    def run(self, pairs: Iterator[tuple[str, str]], skipped, evals: tuple[set, set], name: str, sample: Sample | None):
+    def run(self, pairs: PairReader, skipped, evals: tuple[set, set], name: str, sample: Sample | None):
         """Screen the pairs of one corpus, offering them to `sample` (None: none wanted); resumes after the finished
         shards, reading them again for their sampled pairs' text. `skipped` counts the source's skips."""
         start = self.finished_shards() if self.done is None else None
@@ -157,7 +158,7 @@ class Screen:
         sampled; without a sample, only the first `shards` shards are skipped (none when all are finished)."""
         paths = sorted(self.folder.glob("sample-*.npz"))[:shards]
         if sample is None:
-            bar.update(sum(1 for _ in islice(pairs, (shards or 0) * self.shard_pairs)))
+            bar.update(pairs.skip((shards or 0) * self.shard_pairs))
             return
         stored = [np.load(path) for path in paths]
         for part in stored:
@@ -165,10 +166,11 @@ class Screen:
                 part["keys"], [None] * len(part["keys"]), [None] * len(part["keys"]), self.corpus, part["rows"]
             )
         wanted = set(sample.rows_of(self.corpus, np.concatenate([np.zeros(0, np.int64), *(p["rows"] for p in stored)])))
-        texts, read = {}, 0
-        for read, pair in enumerate(islice(pairs, len(paths) * self.shard_pairs), start=1):
-            if read - 1 in wanted:
-                texts[read - 1] = pair
+        texts, read, finished = {}, 0, len(paths) * self.shard_pairs
+        while read < finished and (chunk := pairs.take(min(CHUNK, finished - read)))[0]:
+            for row in wanted.intersection(range(read, read + len(chunk[0]))):
+                texts[row] = chunk[0][row - read], chunk[1][row - read]
+            read += len(chunk[0])
         bar.update(read)
         sample.fill(self.corpus, texts)
 
@@ -178,20 +180,21 @@ class Screen:
         eval_src, eval_tgt = evals
         first = shard * self.shard_pairs
         while (n := sum(map(len, digests))) < self.shard_pairs:
-            chunk = list(islice(pairs, min(CHUNK, self.shard_pairs - n)))
-            if not chunk:
+            srcs, tgts = pairs.take(min(CHUNK, self.shard_pairs - n))
+            if not srcs:
                 break
-            srcs, tgts = (list(side) for side in zip(*chunk))
             d = fingerprints(srcs, tgts)
-            eq = np.fromiter((s == t for s, t in chunk), dtype=bool, count=len(chunk))
-            ov = np.fromiter((s in eval_src or t in eval_tgt for s, t in chunk), dtype=bool, count=len(chunk))
+            eq = np.fromiter(map(operator.eq, srcs, tgts), dtype=bool, count=len(srcs))
+            ov = np.fromiter(map(eval_src.__contains__, srcs), dtype=bool, count=len(srcs))
+            ov |= np.fromiter(map(eval_tgt.__contains__, tgts), dtype=bool, count=len(srcs))
             digests.append(d), equal.append(eq), overlap.append(ov)
             if sample is not None:
-                rows, keys = np.arange(first + n, first + n + len(chunk)), sample_keys(d)
+                rows, keys = np.arange(first + n, first + n + len(srcs)), sample_keys(d)
                 eligible = ~eq & ~ov
-                sample.offer(keys[eligible], _pick(srcs, eligible), _pick(tgts, eligible), self.corpus, rows[eligible])
+                picked = [list(compress(side, eligible)) for side in (srcs, tgts)]
+                sample.offer(keys[eligible], *picked, self.corpus, rows[eligible])
                 sampled.append((keys[eligible], rows[eligible]))
-            bar.update(len(chunk))
+            bar.update(len(srcs))
         n = sum(map(len, digests))
         if n == 0 and shard > 0:
             return 0
@@ -243,10 +246,6 @@ class Screen:
     def kept(self, shard: int) -> np.ndarray:
         """Which pairs of shard `shard` the text rules keep (bool per pair)."""
         return np.load(self.folder / f"keep-{shard:05d}.npy")
-
-
-def _pick(items: list[str], mask: np.ndarray) -> list[str]:
-    return [item for item, chosen in zip(items, mask) if chosen]
 
 
 def _save_npz(path: Path, **arrays: np.ndarray) -> None:

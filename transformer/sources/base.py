@@ -5,6 +5,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterator
+from itertools import compress, islice
 from pathlib import Path
 
 from transformer.config import SourceConfig
@@ -64,6 +65,25 @@ class Source:
                 continue
             yield (tgt, src) if self.swapped else (src, tgt)
 
+    def chunks(self, size: int, skipped: Counter | None = None) -> Iterator[tuple[list[str], list[str]]]:
+        """The pairs of `pairs` as (sources, targets) lists of at most `size` (fewer where pairs were skipped): the
+        way to read a large corpus, with no Python step per pair where the format allows it."""
+        skipped = Counter() if skipped is None else skipped
+        for srcs, tgts in self.row_chunks(size, skipped):
+            srcs, tgts = [s.strip() for s in srcs], [t.strip() for t in tgts]
+            if not (all(srcs) and all(tgts)):
+                whole = [bool(s and t) for s, t in zip(srcs, tgts)]
+                skipped["empty"] += whole.count(False)
+                srcs, tgts = list(compress(srcs, whole)), list(compress(tgts, whole))
+            yield (tgts, srcs) if self.swapped else (srcs, tgts)
+
+    def row_chunks(self, size: int, skipped: Counter) -> Iterator[tuple[list[str], list[str]]]:
+        """`rows` as (sources, targets) lists of `size` (a format may read them faster a block at a time)."""
+        rows = self.rows(skipped)
+        while chunk := list(islice(rows, size)):
+            srcs, tgts = zip(*chunk)
+            yield list(srcs), list(tgts)
+
     def rows(self, skipped: Counter) -> Iterator[tuple[str, str]]:
         """The pairs as the format holds them, in the order of `self.langs`."""
         raise NotImplementedError
@@ -95,3 +115,29 @@ class Source:
         other = copy.copy(self)
         other.swapped = not self.swapped
         return other
+
+
+class PairReader:
+    """Exact numbers of pairs from a source's `chunks`, however they come."""
+
+    def __init__(self, chunks: Iterator[tuple[list[str], list[str]]]):
+        self.chunks, self.srcs, self.tgts = chunks, [], []
+
+    def take(self, n: int) -> tuple[list[str], list[str]]:
+        """The next `n` pairs as (sources, targets); fewer only at the end of the corpus."""
+        while len(self.srcs) < n:
+            more = next(self.chunks, None)
+            if more is None:
+                break
+            self.srcs += more[0]
+            self.tgts += more[1]
+        taken = self.srcs[:n], self.tgts[:n]
+        self.srcs, self.tgts = self.srcs[n:], self.tgts[n:]
+        return taken
+
+    def skip(self, n: int) -> int:
+        """Read past `n` pairs; returns how many there were."""
+        read = 0
+        while read < n and (got := len(self.take(min(n - read, 100_000))[0])):
+            read += got
+        return read

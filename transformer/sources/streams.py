@@ -119,8 +119,13 @@ BLOCK = 1 << 20  # bytes read, split and decoded at a time
 
 
 def read_lines(path: Path) -> Iterator[str]:
-    """Lines of a UTF-8 text file (plain or compressed) without line endings (LF or CRLF); read a block at a time,
-    so a line costs no call of its own."""
+    """Lines of a UTF-8 text file (plain or compressed) without line endings (LF or CRLF)."""
+    for lines in line_blocks(path):
+        yield from lines
+
+
+def line_blocks(path: Path) -> Iterator[list[str]]:
+    """The lines of `read_lines`, a block at a time (a list each), so a line costs no Python step of its own."""
     number, rest = 0, b""
     for block in _blocks(path):
         block = rest + block
@@ -128,9 +133,10 @@ def read_lines(path: Path) -> Iterator[str]:
         block, rest = block[:cut], block[cut:]
         lines = _decoded(block, path, number)
         number += len(lines)
-        yield from lines
+        if lines:
+            yield lines
     if rest:
-        yield from _decoded(rest + b"\n", path, number)
+        yield _decoded(rest + b"\n", path, number)
 
 
 def _blocks(path: Path) -> Iterator[bytes]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from transformer.config import SourceConfig
 from transformer.errors import UserError
 from transformer.sources.base import Source, file_stats
-from transformer.sources.streams import read_lines
+from transformer.sources.streams import line_blocks, read_lines
 
 
 class TextFiles(Source):
@@ -39,6 +39,27 @@ class TextFiles(Source):
                     "a parallel corpus must have one line per sentence pair"
                 )
             yield src, tgt
+
+    def row_chunks(self, size: int, skipped: Counter) -> Iterator[tuple[list[str], list[str]]]:
+        blocks = [line_blocks(path) for path in self.files]
+        buffers: list[list[str]] = [[], []]
+        read = 0
+        while True:
+            for side in (0, 1):
+                while len(buffers[side]) < size and (block := next(blocks[side], None)) is not None:
+                    buffers[side] += block
+            n = min(size, *map(len, buffers))
+            if n == 0:
+                break
+            yield buffers[0][:n], buffers[1][:n]
+            buffers = [buffers[0][n:], buffers[1][n:]]
+            read += n
+        if buffers[0] or buffers[1]:
+            counts = [read + len(buffers[side]) + sum(map(len, blocks[side])) for side in (0, 1)]
+            raise self.error(
+                f"{self.files[0]} has {counts[0]} lines but {self.files[1]} has {counts[1]}; the two sides of "
+                "a parallel corpus must have one line per sentence pair"
+            )
 
     def side(self, lang: str) -> Iterator[str]:
         return read_lines(self.files[self.side_index(lang)])
