@@ -116,6 +116,19 @@ def announce_epoch(data: TrainBatches, batches: Batches, epoch: int, writer: Sum
         writer.add_scalar(f"pairs_per_epoch/{name}", n, step)
 
 
+def start_process(cfg: DictConfig, run_dir: Path) -> tuple[torch.device, Start, PreparedData, int, int]:
+    """This process' device, how the run starts, its prepared data (before any process group, so no collective
+    waits on it), then its place in the group: (device, start, data, rank, world)."""
+    device = pick_device(cfg.trainer.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(distributed.local_rank())
+    start = plan_start(run_dir, cfg.trainer)
+    if start.init is not None:
+        check_init_from(cfg)
+    data = prepared_data(cfg, start)
+    return (device, start, data, *join(cfg.trainer, device, data, start))
+
+
 class Trainer:
     """One process of a training run: builds its parts, then `fit()` trains.
 
@@ -126,14 +139,7 @@ class Trainer:
 
     def __init__(self, cfg: DictConfig, run_dir: Path):
         self.cfg, tcfg = cfg, cfg.trainer
-        self.device = pick_device(tcfg.device)
-        if self.device.type == "cuda":
-            torch.cuda.set_device(distributed.local_rank())
-        start = plan_start(run_dir, tcfg)
-        if start.init is not None:
-            check_init_from(cfg)
-        data = prepared_data(cfg, start)
-        self.rank, self.world = join(tcfg, self.device, data, start)
+        self.device, start, data, self.rank, self.world = start_process(cfg, run_dir)
         self.main = self.rank == 0
         self.tokenizer, self.train_data = data.tokenizer, training_batches(cfg, data)
         self.model = build_model(cfg.model, self.tokenizer).to(self.device)
