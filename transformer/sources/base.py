@@ -55,19 +55,14 @@ class Source:
             raise UserError(f"{self.key} needs {self.key}.path")
 
     def pairs(self, skipped: Counter | None = None) -> Iterator[tuple[str, str]]:
-        """Stripped (source, target) pairs in order; a pair with an empty side is not yielded but counted as
-        `skipped["empty"]`, and the format's own skips under their own reason."""
-        skipped = Counter() if skipped is None else skipped
-        for src, tgt in self.rows(skipped):
-            src, tgt = src.strip(), tgt.strip()
-            if not src or not tgt:
-                skipped["empty"] += 1
-                continue
-            yield (tgt, src) if self.swapped else (src, tgt)
+        """The pairs of `chunks` one at a time (read a chunk ahead): for corpora small enough to list."""
+        for srcs, tgts in self.chunks(10_000, skipped):
+            yield from zip(srcs, tgts)
 
     def chunks(self, size: int, skipped: Counter | None = None) -> Iterator[tuple[list[str], list[str]]]:
-        """The pairs of `pairs` as (sources, targets) lists of at most `size` (fewer where pairs were skipped): the
-        way to read a large corpus, with no Python step per pair where the format allows it."""
+        """Stripped (source, target) pairs in order, as (sources, targets) lists of at most `size`, with no Python
+        step per pair where the format allows it. A pair with an empty side is left out and counted as
+        `skipped["empty"]`, and the format's own skips under their own reason."""
         skipped = Counter() if skipped is None else skipped
         for srcs, tgts in self.row_chunks(size, skipped):
             srcs, tgts = [s.strip() for s in srcs], [t.strip() for t in tgts]
