@@ -8,7 +8,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from transformer.cli import CONFIG_PATH, check_override
+from transformer.cli import CONFIG_PATH, check_override, compose_checked
 from transformer.config import EvaluateConfig, PrepareConfig, TrainConfig
 from transformer.config_checks import check_config
 from transformer.data import prepared_path
@@ -70,6 +70,13 @@ def test_unknown_keys_are_named_with_the_valid_ones(override, message):
     with pytest.raises(UserError, match="unknown setting") as err:
         check_override(TrainConfig, override)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("override", ["data.train.path=own.tsv", "data.train={path:own.tsv}"])
+def test_a_setting_inside_an_unset_section_names_the_section(override):
+    with pytest.raises(UserError, match="cannot set data.train.*: data.train is not set .*data=files"):
+        compose_checked("prepare", [override])
+    assert make("prepare", ["data=files", "data.train.path=own.tsv"]).data.train.path == "own.tsv"
 
 
 def test_valid_overrides_and_hydra_syntax_pass_the_key_check():

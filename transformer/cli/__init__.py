@@ -114,6 +114,24 @@ def _one_line(err: BaseException) -> str:
     return ": ".join(parts)
 
 
+def _unset_section(config_name: str, overrides: list[str]) -> UserError:
+    """The error for an override `a.b.c=value` whose section `a.b` is null in the composed config."""
+    for override in overrides:
+        key = override.split("=", 1)[0]
+        if override.startswith(("+", "~")) or "." not in key:
+            continue
+        others = [o for o in overrides if o != override]
+        with hydra.initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+            cfg = hydra.compose(config_name, overrides=others)
+        parts = key.split(".")
+        for end in range(1, len(parts) + 1):
+            section = ".".join(parts[:end])
+            if OmegaConf.select(cfg, section, default="absent") is None:
+                hint = " (your own corpus: data=files, see configs/data/files.yaml)" if parts[0] == "data" else ""
+                return UserError(f"cannot set {key}: {section} is not set in this config{hint}")
+    return UserError(f"cannot apply the overrides {' '.join(overrides)} (see --help)")
+
+
 def compose_checked(config_name: str, overrides: list[str]) -> DictConfig:
     """Compose the config as the app will, and check every setting before Hydra starts the job."""
     try:
@@ -127,6 +145,8 @@ def compose_checked(config_name: str, overrides: list[str]) -> DictConfig:
         ) from None
     except (HydraException, OmegaConfBaseException) as err:
         raise UserError(f"{_one_line(err).split(' Config search path')[0]} (see --help)") from None
+    except (AssertionError, AttributeError):  # OmegaConf's answer to a setting below a null section
+        raise _unset_section(config_name, overrides) from None
     if missing:
         raise UserError(f"missing required setting {', '.join(missing)}: give {missing[0]}=... on the command line")
     check_config(cfg)
