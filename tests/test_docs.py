@@ -13,7 +13,7 @@ import pytest
 from transformer.cli import CONFIG_PATH, compose_checked
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "lab").glob("*.md"))]
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -140,3 +140,24 @@ def test_help_offers_existing_options(app, group, options):
     assert set(options) <= set(existing), f"{app} --help offers {group}={'|'.join(options)}; there are {existing}"
     if group == "model":  # the sizes line lists them all
         assert sorted(options) == existing
+
+
+LAB = ROOT / "docs" / "lab"
+REFERENCES = {ROOT / "README.md": 250, ROOT / "docs" / "results.md": 200, ROOT / "docs" / "speed.md": 200}
+
+
+@pytest.mark.parametrize("page, limit", REFERENCES.items(), ids=lambda x: x.name if isinstance(x, Path) else str(x))
+def test_reference_stays_short(page, limit):
+    lines = len(page.read_text().splitlines())
+    assert lines <= limit, f"{page.name} has {lines} lines, over {limit}: dated entries go to docs/lab/"
+
+
+def test_lab_is_linked_once_and_only_from_the_references():
+    """docs/lab/ holds the dated notes; each reference links it once, and no other page quotes from it."""
+    for page in PAGES:
+        if page.parent.name == "lab":
+            continue
+        targets = [target for target in LINK.findall(prose(page.read_text())) if not re.match(r"[a-z]+:", target)]
+        into_lab = [target for target in targets if LAB in (page.parent / target.partition("#")[0]).resolve().parents]
+        expected = 1 if page in REFERENCES and page.name != "README.md" else 0
+        assert len(into_lab) == expected, f"{page.name} links docs/lab/ {len(into_lab)} times: {into_lab}"
