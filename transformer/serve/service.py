@@ -9,6 +9,7 @@ import time
 from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig, ServeSettings
 from transformer.plotting import attention_matrix, attention_tokens
+from transformer.run_folder import RunFolder
 from transformer.serve.batcher import Batcher, BatchInfo, Job, QueueFull, ShuttingDown
 from transformer.serve.decode import Result, decode_batch, decoding_settings
 from transformer.serve.schemas import AttentionRequest, DecodingOptions, TranslateRequest
@@ -73,8 +74,8 @@ class Service:
     def __init__(self, ckpt: Checkpoint, defaults: DecodingConfig, settings: ServeSettings):
         self.model, self.tokenizer, self.defaults, self.settings = ckpt.model, ckpt.tokenizer, defaults, settings
         self.translator = Translator(ckpt.model, ckpt.tokenizer, defaults)  # weights packed once for the server's life
-        run = ckpt.path.parent.parent.name if ckpt.path.parent.name == "checkpoints" else ""
-        self.name = f"{run}/{ckpt.path.name}" if run else ckpt.path.name
+        run = RunFolder.holding(ckpt.path)
+        self.name = f"{run.path.name}/{ckpt.path.name}" if run else ckpt.path.name
         self.meta = ckpt.meta
         self.batcher = Batcher(
             self._decode,
