@@ -12,7 +12,9 @@ from transformer.run_folder import RunFolder
 
 ROOT = Path(__file__).resolve().parent.parent
 # a checkpoint file name or a piece of one, or a run folder's subfolder, as a whole string or a piece of an f-string
-LAYOUT = re.compile(r"(checkpoints|tensorboard|\.hydra|overrides\.yaml|(best|last)?\.safetensors|step_\S*|avg_\S*)")
+LAYOUT = re.compile(
+    r"checkpoints|tensorboard|\.hydra|overrides\.yaml|(best|last)?\.safetensors|step_(\*\.safetensors)?|avg_(last|best|all)?"
+)
 
 
 def spelled(file: Path) -> list[str]:
