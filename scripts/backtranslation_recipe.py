@@ -48,6 +48,7 @@ from pathlib import Path
 
 from transformer.config import DataConfig
 from transformer.files import atomic_write_text
+from transformer.run_folder import RunFolder
 
 # The transformer modules that import torch (corpus, checkpoint, backtranslation) are imported where they are
 # needed, so that --help, --dry-run and a rerun of a finished pipeline start at once.
@@ -185,7 +186,7 @@ def en_fr_speed(args: argparse.Namespace) -> float | None:
         return None
     from transformer.checkpoint import read_metadata
 
-    meta = read_metadata(folder / "checkpoints" / "last.safetensors")
+    meta = read_metadata(RunFolder(folder).last)
     return int(meta["step"]) / max(float(meta["train_minutes"]), 1e-3)
 
 
@@ -265,7 +266,7 @@ def closing_stages(args: argparse.Namespace, n_finals: int) -> list[Stage]:
     finals = [args.parent / name for name in numbered("final", n_finals)]
     tuned = [args.parent / "finetune"] if args.finetune_minutes > 0 else []
     last_runs = (tuned or finals) if args.average > 0 else []
-    averages = [run / "checkpoints" / f"avg_last{args.average}.safetensors" for run in last_runs]
+    averages = [RunFolder(run).average(last=args.average) for run in last_runs]
     stages = [
         Stage(
             name,
@@ -313,7 +314,7 @@ def counts(stage: Stage, parent: Path) -> dict[str, int]:
     if stage.run_dir is not None:
         from transformer.checkpoint import read_metadata
 
-        return {"steps": int(read_metadata(stage.run_dir / "checkpoints" / "last.safetensors")["step"])}
+        return {"steps": int(read_metadata(RunFolder(stage.run_dir).last)["step"])}
     if stage.name == "synthetic":
         from transformer.backtranslation import read_manifest
 
@@ -333,7 +334,7 @@ def run_stage(stage: Stage, parent: Path, prefix: str) -> None:
             f"stage {stage.name} was finished with other settings (see {marker}); choose another --parent, "
             f"or delete {marker} and its output to redo it"
         )
-    resumed = stage.run_dir is not None and (stage.run_dir / "checkpoints" / "last.safetensors").exists()
+    resumed = stage.run_dir is not None and RunFolder(stage.run_dir).last.exists()
     command = [*stage.command, *stage.resume] if resumed else stage.command
     if stage.before is not None:
         stage.before()

@@ -35,6 +35,7 @@ from transformer.checkpoint import load_checkpoint
 from transformer.config import DecodingConfig
 from transformer.corpus import fetch
 from transformer.plotting import attention_matrix, attention_tokens, draw_heatmap, save_figure
+from transformer.run_folder import RunFolder
 from transformer.translator import Translator
 
 BIN = Path(sys.executable).parent
@@ -46,9 +47,9 @@ STRATEGIES = {"greedy": {"strategy": "greedy"}, "beam": {"strategy": "beam", "be
 
 def train(run_dir: Path, overrides: list[str]) -> None:
     """One `transformer-train` run into `run_dir`, resumed if it was interrupted; skipped if it finished."""
-    if (run_dir / "checkpoints" / "last.safetensors").exists() and (run_dir / "finished").exists():
+    if RunFolder(run_dir).last.exists() and (run_dir / "finished").exists():
         return
-    resume = ["trainer.resume=true"] if (run_dir / "checkpoints" / "last.safetensors").exists() else []
+    resume = ["trainer.resume=true"] if RunFolder(run_dir).last.exists() else []
     cmd = [str(BIN / "transformer-train"), *overrides, *resume, f"hydra.run.dir={run_dir}", "trainer.progress=false"]
     print(" ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
@@ -57,7 +58,7 @@ def train(run_dir: Path, overrides: list[str]) -> None:
 
 def score(run_dir: Path, eval_sentences: int, batch_size: int) -> dict:
     """Parameters, training tokens/s, and per split and search: BLEU and decoding sentences/s."""
-    ckpt = load_checkpoint(str(run_dir / "checkpoints" / "last.safetensors"))
+    ckpt = load_checkpoint(str(RunFolder(run_dir).last))
     params = sum(p.numel() for p in {id(p): p for p in ckpt.model.parameters()}.values())
     speeds = [s.value for s in read_scalars(run_dir).get("train/tokens_per_s", [])]
     result = {"step": int(ckpt.meta["step"]), "parameters": params, "train_tokens_per_s": statistics.median(speeds)}
@@ -82,7 +83,7 @@ def heatmaps(runs: dict[str, Path], path: Path) -> None:
     the Transformer's averaged over its layers and heads."""
     fig, axes = plt.subplots(len(HEATMAP_SENTENCES), len(runs), figsize=(6 * len(runs), 4.5 * len(HEATMAP_SENTENCES)))
     for col, (name, run_dir) in enumerate(runs.items()):
-        ckpt = load_checkpoint(str(run_dir / "checkpoints" / "last.safetensors"))
+        ckpt = load_checkpoint(str(RunFolder(run_dir).last))
         translator = Translator(ckpt.model, ckpt.tokenizer, DecodingConfig(strategy="greedy"))
         for row, (src_ids, hyps) in enumerate(translator.search(list(HEATMAP_SENTENCES))):
             matrix = attention_matrix(ckpt.model, src_ids, hyps[0].tokens).cpu()

@@ -16,12 +16,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 from transformer.files import atomic_write  # noqa: E402
+from transformer.run_folder import RunFolder  # noqa: E402
 
 PANELS = [("train/loss", "train loss (label-smoothed)"), ("val/loss", "val loss"), ("val/bleu", "val BLEU")]
 
 
 def read_scalars(run_dir: Path) -> dict[str, list]:
-    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events = EventAccumulator(str(RunFolder(run_dir).tensorboard), size_guidance={"scalars": 0})
     events.Reload()
     return {tag: events.Scalars(tag) for tag in events.Tags()["scalars"]}
 

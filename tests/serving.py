@@ -13,9 +13,10 @@ import torch
 from omegaconf import OmegaConf
 
 from tests.conftest import WORDS_EN, WORDS_FR
-from transformer.checkpoint import load_checkpoint, save_checkpoint
+from transformer.checkpoint import save_checkpoint
 from transformer.config import DecodingConfig, ModelConfig, RNNConfig, ServeSettings, TokenizerConfig
 from transformer.factory import build_model
+from transformer.loading import load
 from transformer.tokenizer import Tokenizer, train_sentencepiece
 from transformer.translator import Translator
 
@@ -86,7 +87,7 @@ def running_server(checkpoint: Path, defaults: DecodingConfig = DEFAULTS, **sett
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    service = Service(load_checkpoint(str(checkpoint)), defaults, ServeSettings(port=port, **settings))
+    service = Service(load(str(checkpoint), device="cpu"), defaults, ServeSettings(port=port, **settings))
     config = uvicorn.Config(create_app(service), log_config=None, access_log=False, timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     threads = torch.get_num_threads()

@@ -285,7 +285,7 @@ def test_translate_into_a_file_killed_at_random_moments_resumes_to_the_uninterru
     (inputs / "in.fr").write_text("".join(line + "\n" for line in lines))
     args = [f"checkpoint={checkpoint}", f"input={inputs / 'in.fr'}", "decoding=greedy", "decoding.precision=fp32"]
     args += ["chunk_lines=8", "device=cpu"]
-    modules = ["transformer.cli.translate", "transformer.engines"]
+    modules = ["transformer.cli.translate", "transformer.loading"]
     with warm_starts(modules, tmp_path, tmp_path / "logs") as starts:
         first = reference_run(starts, ["transformer-translate", *args, f"output={out / 'out.en'}"])
         target = Resuming(args, out / "out.en", (out / "out.en").read_bytes(), 8)

@@ -1,4 +1,4 @@
-"""Translating "as" a tagged corpus (`decoding.tag`): transformer-translate's engine, evaluate's file names, the
+"""Translating "as" a tagged corpus (`decoding.tag`): the loaded model's translator, evaluate's file names, the
 service's requests."""
 
 from pathlib import Path
@@ -9,8 +9,8 @@ from omegaconf import OmegaConf
 from tests.serving import offline, running_server, write_checkpoint
 from transformer.cli.evaluate import decoding_label
 from transformer.config import DecodingConfig
-from transformer.engines import load_engine
 from transformer.errors import UserError
+from transformer.loading import load
 
 SENTENCES = ["un chien rouge dort", "le chat mange dans le parc"]
 
@@ -21,8 +21,8 @@ def tagged(tmp_path_factory) -> Path:
 
 
 def test_a_tag_starts_every_source_and_nothing_else_changes(tagged):
-    _, plain = load_engine(str(tagged), "pytorch", DecodingConfig(strategy="greedy"))
-    _, as_bt = load_engine(str(tagged), "pytorch", DecodingConfig(strategy="greedy", tag="bt"))
+    model = load(str(tagged), device="cpu")
+    plain, as_bt = (model.translator(DecodingConfig(strategy="greedy", tag=tag)) for tag in ("", "bt"))
     (bt,) = plain.tokenizer.tag_prefix("bt")
     for (ids, _), (tagged_ids, hyps) in zip(plain.search(SENTENCES), as_bt.search(SENTENCES)):
         assert tagged_ids == [bt, *ids] and hyps
@@ -32,10 +32,10 @@ def test_a_tag_starts_every_source_and_nothing_else_changes(tagged):
 
 def test_a_tag_the_model_lacks_is_refused_before_translating(tagged, tmp_path):
     with pytest.raises(UserError, match=r"tag 'web' is not in this model's vocabulary \(its tags: bt, news\)"):
-        load_engine(str(tagged), "pytorch", DecodingConfig(tag="web"))
+        load(str(tagged), device="cpu").translator(DecodingConfig(tag="web"))
     untagged = write_checkpoint(tmp_path / "plain.safetensors")
     with pytest.raises(UserError, match="it has no tags"):
-        load_engine(str(untagged), "pytorch", DecodingConfig(tag="bt"))
+        load(str(untagged), device="cpu").translator(DecodingConfig(tag="bt"))
 
 
 def test_evaluate_names_the_tag_in_the_hypotheses_file():

@@ -1,6 +1,6 @@
 """Checkpoint averaging: the element-wise mean of several checkpoints' weights, saved as one checkpoint.
 
-Run folders give their step checkpoints (`checkpoints/step_*.safetensors`, those that
+Run folders give their step checkpoints (`RunFolder.steps`: those that
 `trainer.keep_last`/`trainer.keep_best` kept); files are taken as they are. The
 newest (`last`) or best by val BLEU (`best`) N of them are averaged, or all.
 """
@@ -12,6 +12,7 @@ import torch
 
 from transformer.checkpoint import Checkpoint, load_checkpoint, read_metadata, save_checkpoint
 from transformer.errors import UserError
+from transformer.run_folder import RunFolder
 
 
 def candidates(paths: list[str]) -> list[Path]:
@@ -19,10 +20,11 @@ def candidates(paths: list[str]) -> list[Path]:
     files = []
     for path in map(Path, paths):
         if path.is_dir():
-            steps = sorted((path / "checkpoints").glob("step_*.safetensors"))
+            run = RunFolder(path)
+            steps = run.steps()
             if not steps:
                 raise UserError(
-                    f"no step checkpoints in {path}/checkpoints; give a run folder of transformer-train "
+                    f"no step checkpoints in {run.checkpoints}; give a run folder of transformer-train "
                     "(trainer.keep_last > 0) or .safetensors files"
                 )
             files += steps

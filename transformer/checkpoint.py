@@ -18,6 +18,7 @@ from torch import nn
 from transformer.errors import UserError
 from transformer.factory import build_model
 from transformer.files import atomic_write
+from transformer.run_folder import RunFolder
 from transformer.state import PREFIX as STATE_PREFIX
 from transformer.state import pack, unpack
 from transformer.tokenizer import Tokenizer
@@ -89,12 +90,13 @@ def resolve_checkpoint(path: str) -> Path:
     """A checkpoint file, or a run directory's best (else last) checkpoint."""
     p = Path(path)
     if p.is_dir():
-        for name in ("best.safetensors", "last.safetensors"):
-            if (p / "checkpoints" / name).exists():
-                return p / "checkpoints" / name
-        raise UserError(
-            f"no checkpoint in {p}/checkpoints; give a run directory of transformer-train or a .safetensors file"
-        )
+        run = RunFolder(p)
+        trained = run.trained()
+        if trained is None:
+            raise UserError(
+                f"no checkpoint in {run.checkpoints}; give a run directory of transformer-train or a .safetensors file"
+            )
+        return trained
     if not p.exists():
         raise UserError(f"checkpoint {p} does not exist")
     return p

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from transformer.checkpoint import Checkpoint, load_checkpoint
+from transformer.checkpoint import Checkpoint
 from transformer.errors import UserError
 
 
@@ -71,14 +71,6 @@ class Ensemble(nn.Module):
         return self.members[0].cross_attention(src, tgt_in)
 
 
-def checkpoint_paths(checkpoint) -> list[str]:
-    """`checkpoint=PATH` or `checkpoint=[A,B,...]` as a list of paths."""
-    paths = [checkpoint] if isinstance(checkpoint, str) else [str(p) for p in checkpoint]
-    if not paths:
-        raise UserError("checkpoint=[] names no model; give checkpoint=RUN_DIR or checkpoint=[A,B]")
-    return paths
-
-
 def _direction(ckpt: Checkpoint) -> str:
     return f"{ckpt.config.data.src_lang}→{ckpt.config.data.tgt_lang}"
 
@@ -97,21 +89,3 @@ def check_members(ckpts: list[Checkpoint]) -> None:
                 f"{other.path} translates {_direction(other)} but {first.path} {_direction(first)}; "
                 "an ensemble needs models of one direction"
             )
-
-
-def load_members(checkpoint, device: torch.device | str) -> list[Checkpoint]:
-    """The checkpoints of `checkpoint=PATH` or `checkpoint=[A,B,...]`, checked to form one ensemble."""
-    ckpts = [load_checkpoint(path, device) for path in checkpoint_paths(checkpoint)]
-    check_members(ckpts)
-    return ckpts
-
-
-def searched_model(ckpts: list[Checkpoint]) -> nn.Module:
-    """The model to search: the one checkpoint's model itself, else an `Ensemble` of them all."""
-    return ckpts[0].model if len(ckpts) == 1 else Ensemble([c.model for c in ckpts])
-
-
-def load_models(checkpoint, device: torch.device | str) -> tuple[Checkpoint, nn.Module]:
-    """The first checkpoint (config, tokenizer, path) and the model to search (`searched_model`)."""
-    ckpts = load_members(checkpoint, device)
-    return ckpts[0], searched_model(ckpts)

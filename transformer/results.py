@@ -18,13 +18,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig
 from transformer.corpus import builtin_files, builtin_source, evaluation_splits, fetch
-from transformer.ensemble import searched_model
 from transformer.errors import UserError
+from transformer.loading import Loaded
 from transformer.sources import Source
-from transformer.translator import Translator
 
 EXTRA = {"tatoeba_test": ("tatoeba", "test"), "newstest2014": ("newstest2014", "test")}
 HEADER = ["| checkpoint | params | trained | test set | decoding | BLEU | chrF |", "|---|---|---|---|---|---|---|"]
@@ -111,24 +109,23 @@ class Report:
     def score(
         self,
         name: str,
-        ckpts: list[Checkpoint],
+        loaded: Loaded,
         sets: dict[str, Source],
         val_set: str | None = None,
         specs: list[str] | None = None,
     ) -> None:
-        """Translate every set with every decoding (or those of `specs`) by the model, or the ensemble, of `ckpts`
+        """Translate every set with every decoding (or those of `specs`) by the model, or the ensemble, `loaded`
         and add one row each (also printed); `val_set` names the set in `sets` that chooses among the models."""
         self.val_set = val_set or self.val_set
-        model, tokenizer = searched_model(ckpts), ckpts[0].tokenizer
-        params = sum(p.numel() for p in model.parameters()) / 1e6
+        params = sum(p.numel() for p in loaded.model.parameters()) / 1e6
         trained = " + ".join(
-            f"{float(c.meta.get('train_minutes') or 'nan'):.0f} min, step {c.meta.get('step')}" for c in ckpts
+            f"{float(c.meta.get('train_minutes') or 'nan'):.0f} min, step {c.meta.get('step')}" for c in loaded.members
         )
         for set_name, source in sets.items():
             pairs = list(source.pairs())
             sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
             for spec, cfg in ((spec, self.decodings[spec]) for spec in specs or self.decodings):
-                hyps = Translator(model, tokenizer, cfg).translate(sources, progress=True)
+                hyps = loaded.translator(cfg).translate(sources, progress=True)
                 bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
                 b, c = bleu.corpus_score(hyps, [refs]).score, chrf.corpus_score(hyps, [refs]).score
                 self.bleu.setdefault(spec, {}).setdefault(name, {})[set_name] = b

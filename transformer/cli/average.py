@@ -7,17 +7,17 @@ from omegaconf import DictConfig
 from transformer.cli import hydra_app, user_errors
 from transformer.config import AverageConfig
 from transformer.errors import UserError
+from transformer.run_folder import RunFolder
 
 
 def output_path(cfg: DictConfig) -> Path:
-    """`output`, else RUN_DIR/checkpoints/avg_last{N}.safetensors (avg_best{N}, avg_all) of the first run folder."""
+    """`output`, else the first run folder's `RunFolder.average` (checkpoints/avg_last{N}.safetensors, ...)."""
     if cfg.output:
         return Path(cfg.output)
     run_dir = next((Path(p) for p in cfg.checkpoints if Path(p).is_dir()), None)
     if run_dir is None:
         raise UserError("give output=FILE.safetensors (the default lies in the first run folder; none was given)")
-    name = f"avg_last{cfg.last}" if cfg.last else f"avg_best{cfg.best}" if cfg.best else "avg_all"
-    return run_dir / "checkpoints" / f"{name}.safetensors"
+    return RunFolder(run_dir).average(cfg.last, cfg.best)
 
 
 @hydra_app("average", AverageConfig)

@@ -47,14 +47,14 @@ def source_sentences(data: DictConfig, splits: list[str]) -> set[str]:
     return {src for source in fetch(data, splits).values() for src, _ in source.pairs()}
 
 
-def job_record(cfg: DictConfig, ckpt, models: list[str], inputs: list[str]) -> dict:
+def job_record(cfg: DictConfig, loaded, models: list[str], inputs: list[str]) -> dict:
     """What the output folder holds: the corpus's direction, the model(s), the decoding, the inputs."""
-    data = ckpt.config.data
+    data = loaded.config.data
     return {
         "src_lang": data.tgt_lang,
         "tgt_lang": data.src_lang,
         "model": [str(Path(p).resolve()) for p in models],
-        "model_step": ckpt.meta.get("step"),
+        "model_step": loaded.meta.get("step"),
         "decoding": OmegaConf.to_container(cfg.decoding),
         "inputs": inputs,
         "chunk_lines": cfg.chunk_lines,
@@ -64,9 +64,7 @@ def job_record(cfg: DictConfig, ckpt, models: list[str], inputs: list[str]) -> d
 
 @hydra_app("backtranslate", BacktranslateConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.ensemble import checkpoint_paths, load_models  # torch: see transformer.cli
-    from transformer.runtime import pick_device
-    from transformer.translator import Translator
+    from transformer.loading import checkpoint_paths, load  # torch: see transformer.cli
 
     with user_errors():
         if cfg.decoding.n_best != 1:
@@ -75,11 +73,11 @@ def main(cfg: DictConfig) -> None:
             raise UserError("give the text to back-translate: input=PATH (or input=[A,B]) or source.*: one of them")
         output = Path(cfg.output)
         lock_run_dir(output, job="back-translation", elsewhere="output=DIR")
-        ckpt, model = load_models(cfg.checkpoint, pick_device(cfg.device))
-        data = ckpt.config.data
+        loaded = load(cfg.checkpoint, device=cfg.device)
+        data = loaded.config.data
         inputs, lines = monolingual(cfg, data)
-        ckpt.tokenizer.tag_prefix(cfg.decoding.tag)  # refuses a tag the model lacks
-        job = job_record(cfg, ckpt, checkpoint_paths(cfg.checkpoint), inputs)
+        translator = loaded.translator(cfg.decoding)  # refuses a tag the model lacks
+        job = job_record(cfg, loaded, checkpoint_paths(cfg.checkpoint), inputs)
         if backtranslation.start(output, job):
             log.info("%s already holds this back-translation, complete", output)
             return
@@ -89,7 +87,6 @@ def main(cfg: DictConfig) -> None:
             lines, evaluation, source_sentences(data, [data.train_split]), counts
         )
         langs = (job["src_lang"], job["tgt_lang"])
-        translator = Translator(model, ckpt.tokenizer, cfg.decoding)
         translate = functools.partial(backtranslation.translate_chunk, translator)
         start = time.perf_counter()
         sink = backtranslation.chunk_folder(output, langs)

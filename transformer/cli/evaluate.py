@@ -50,13 +50,13 @@ def evaluation_source(cfg: DictConfig, data_cfg: DictConfig) -> tuple[str, Sourc
 
 @hydra_app("evaluate", EvaluateConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.engines import load_engine  # torch: see transformer.cli
-    from transformer.ensemble import checkpoint_paths
+    from transformer.loading import load  # torch: see transformer.cli
 
     with user_errors():
         if cfg.output and Path(cfg.output).is_dir():
             raise UserError(f"output={cfg.output} is a folder; give the hypotheses file's name (or leave output out)")
-        ckpt, translator = load_engine(cfg.checkpoint, cfg.engine, cfg.decoding, cfg.device)
+        ckpt = load(cfg.checkpoint, engine=cfg.engine, device=cfg.device)
+        translator = ckpt.translator(cfg.decoding)
         name, source = evaluation_source(cfg, ckpt.config.data)
         pairs = list(source.pairs())
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
@@ -64,7 +64,7 @@ def main(cfg: DictConfig) -> None:
         hyps = translator.translate(sources, progress=True)
         seconds = time.perf_counter() - start
         log.info("translated %d sentences in %.1f s (%.1f sentences/s)", len(hyps), seconds, len(hyps) / seconds)
-        members = len(checkpoint_paths(cfg.checkpoint))
+        members = len(ckpt.members)
         label = decoding_label(cfg.decoding) + (f"-ensemble{members}" if members > 1 else "")
         output = Path(cfg.output) if cfg.output else ckpt.path.with_name(f"{ckpt.path.stem}.{name}.{label}.hyp")
         atomic_write_text(output, "".join(line + "\n" for line in hyps))

@@ -87,11 +87,11 @@ def export(ckpt: Checkpoint, fmt: str, output: Path, quantization: str = "none",
 
 @hydra_app("export", ExportConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.checkpoint import load_checkpoint  # torch: see transformer.cli
+    from transformer.loading import load  # torch: see transformer.cli
 
     with user_errors():
         output = check_export(cfg)
-        ckpt = load_checkpoint(cfg.checkpoint, "cpu")
+        ckpt = load(cfg.checkpoint, device="cpu").members[0]
         export(ckpt, cfg.format, output, cfg.export.quantization, cfg.export.force)
         log.info("%s export of %s written to %s", cfg.format, ckpt.path, output)
         print(output)

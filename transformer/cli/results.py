@@ -12,9 +12,8 @@ from transformer.files import atomic_write_text
 
 @hydra_app("results", ResultsConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.ensemble import checkpoint_paths, load_members  # torch: see transformer.cli
+    from transformer.loading import checkpoint_paths, load  # torch: see transformer.cli
     from transformer.results import Report, decoding, test_sets, val_sets
-    from transformer.runtime import pick_device
 
     with user_errors():
         if not cfg.checkpoints or not cfg.decodings or cfg.samples < 0:
@@ -22,19 +21,18 @@ def main(cfg: DictConfig) -> None:
         if Path(cfg.output).is_dir():
             raise UserError(f"output={cfg.output} is a folder; give the report's file name")
         report = Report({spec: decoding(spec, Path(CONFIG_PATH)) for spec in cfg.decodings}, cfg.samples)
-        device = pick_device(cfg.device)
         entries = {" + ".join(checkpoint_paths(entry)): entry for entry in cfg.checkpoints}  # a list: an ensemble
         for name, entry in entries.items():
-            ckpts = load_members(entry, device)
-            data = ckpts[0].config.data
+            loaded = load(entry, device=cfg.device)
+            data = loaded.config.data
             sets = val_sets(data) if cfg.tests == "chosen" else test_sets(data, cfg.extra_dir, cfg.val)
-            report.score(name, ckpts, sets, data.val_split if cfg.val else None)
+            report.score(name, loaded, sets, data.val_split if cfg.val else None)
         chosen: dict[str, list[str]] = {}  # tests=chosen: the test sets for the model val chooses, per decoding
         for spec, name in report.best().items() if cfg.tests == "chosen" else []:
             chosen.setdefault(name, []).append(spec)
         for name, specs in chosen.items():
-            ckpts = load_members(entries[name], device)
-            report.score(name, ckpts, test_sets(ckpts[0].config.data, cfg.extra_dir), specs=specs)
+            loaded = load(entries[name], device=cfg.device)
+            report.score(name, loaded, test_sets(loaded.config.data, cfg.extra_dir), specs=specs)
         atomic_write_text(Path(cfg.output), report.markdown())
         print(f"wrote {cfg.output}")
 

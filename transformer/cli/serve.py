@@ -1,6 +1,5 @@
 """`transformer-serve`: load a checkpoint once and serve it over HTTP (docs/serving.md)."""
 
-import dataclasses
 import logging
 import os
 import signal
@@ -24,8 +23,7 @@ ONEDNN_KERNELS_KEPT = "8"
 def main(cfg: DictConfig) -> None:
     import torch  # torch and what needs it: see transformer.cli
 
-    from transformer.ensemble import load_models
-    from transformer.runtime import pick_device
+    from transformer.loading import load
 
     with user_errors():
         try:
@@ -39,10 +37,7 @@ def main(cfg: DictConfig) -> None:
         settings = OmegaConf.to_object(cfg.serve)
         if settings.num_threads > 0:
             torch.set_num_threads(settings.num_threads)
-        ckpt, model = load_models(cfg.checkpoint, pick_device(cfg.device))
-        ckpt = dataclasses.replace(ckpt, model=model)  # an ensemble is served as one model
-        ckpt.tokenizer.tag_prefix(cfg.decoding.tag)  # refuses a default tag the model lacks
-        service = Service(ckpt, OmegaConf.to_object(cfg.decoding), settings)
+        service = Service(load(cfg.checkpoint, device=cfg.device), OmegaConf.to_object(cfg.decoding), settings)
         log.info(
             "serving %s on http://%s:%d (the page at /, the API at /docs)", service.name, settings.host, settings.port
         )

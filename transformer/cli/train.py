@@ -10,6 +10,7 @@ from transformer.cli import hydra_app, user_errors
 from transformer.config import TrainConfig
 from transformer.corpus import evaluation_splits
 from transformer.locks import lock_run_dir
+from transformer.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,8 @@ def main(cfg: DictConfig) -> None:
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         lock_run_dir(run_dir)
         Trainer(cfg, run_dir).fit()
-        log.info("checkpoints in %s/checkpoints (best.safetensors, last.safetensors)", run_dir)
+        run = RunFolder(run_dir)
+        log.info("checkpoints in %s (%s, %s)", run.checkpoints, run.best.name, run.last.name)
         log.info(
             "evaluate:  transformer-evaluate checkpoint=%s split=%s",
             run_dir,

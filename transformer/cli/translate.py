@@ -46,6 +46,7 @@ from transformer.splitting import split_line
 if TYPE_CHECKING:
     import torch
 
+    from transformer.loading import Loaded
     from transformer.translator import Searched, TextTranslator
 
 log = logging.getLogger(__name__)
@@ -161,22 +162,16 @@ def total_lines(cfg: DictConfig) -> int | None:
     return count_lines(Path(cfg.input)) if cfg.input else None
 
 
-def model_files(cfg: DictConfig) -> list[list]:
+def model_files(loaded: Loaded) -> list[list]:
     """Each model file's path, size and modification time: a model retrained or replaced in place is another job."""
-    from transformer.checkpoint import resolve_checkpoint
-    from transformer.ensemble import checkpoint_paths
-
-    files = [
-        Path(p) / "model.bin" if cfg.engine == "ctranslate2" else resolve_checkpoint(p)
-        for p in checkpoint_paths(cfg.checkpoint)
-    ]
+    files = [member.path for member in loaded.members]
     return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
 
 
-def job_record(cfg: DictConfig) -> dict:
+def job_record(cfg: DictConfig, loaded: Loaded) -> dict:
     """What a chunk's translation depends on besides its lines (which are checked chunk by chunk)."""
     return {
-        "models": model_files(cfg),
+        "models": model_files(loaded),
         "engine": cfg.engine,
         "decoding": OmegaConf.to_container(cfg.decoding),
         "split_sentences": cfg.split_sentences,
@@ -184,9 +179,9 @@ def job_record(cfg: DictConfig) -> dict:
     }
 
 
-def translate_input(cfg: DictConfig, translator: TextTranslator, bad: BadLines) -> None:
+def translate_input(cfg: DictConfig, loaded: Loaded, translator: TextTranslator, bad: BadLines) -> None:
     """Translate the input chunk by chunk into stdout, or into output=FILE (resuming a killed run)."""
-    sink = ChunkedFile(Path(cfg.output), job_record(cfg)) if cfg.output else StreamSink(sys.stdout)
+    sink = ChunkedFile(Path(cfg.output), job_record(cfg, loaded)) if cfg.output else StreamSink(sys.stdout)
     progress = show_progress(cfg.progress)
     total = total_lines(cfg) if progress else None
     translate = functools.partial(translate_chunk, cfg, translator)
@@ -200,7 +195,7 @@ def translate_input(cfg: DictConfig, translator: TextTranslator, bad: BadLines) 
 
 def check_settings(cfg: DictConfig, prompt: bool) -> None:
     """Refuse combinations of settings that cannot work, before the model loads (`prompt`: an interactive session)."""
-    from transformer.ensemble import checkpoint_paths
+    from transformer.loading import checkpoint_paths
 
     if cfg.plot_attention and Path(cfg.plot_attention).is_file():
         raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
@@ -220,17 +215,18 @@ def check_settings(cfg: DictConfig, prompt: bool) -> None:
 
 @hydra_app("translate", TranslateConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.engines import load_engine  # torch: see transformer.cli
+    from transformer.loading import load  # torch: see transformer.cli
 
     with user_errors():
         prompt = not (cfg.sentences or cfg.input) and sys.stdin.isatty()
         check_settings(cfg, prompt)
-        _, translator = load_engine(cfg.checkpoint, cfg.engine, cfg.decoding, cfg.device)
+        loaded = load(cfg.checkpoint, engine=cfg.engine, device=cfg.device)
+        translator = loaded.translator(cfg.decoding)
         bad = BadLines()
         if prompt:
             interactive(translator, bad)
         else:
-            translate_input(cfg, translator, bad)
+            translate_input(cfg, loaded, translator, bad)
         bad.check()
 
 

@@ -6,14 +6,14 @@ import re
 import secrets
 import time
 
-from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig, ServeSettings
+from transformer.loading import Loaded
 from transformer.plotting import attention_matrix, attention_tokens
+from transformer.run_folder import RunFolder
 from transformer.serve.batcher import Batcher, BatchInfo, Job, QueueFull, ShuttingDown
 from transformer.serve.decode import Result, decode_batch, decoding_settings
 from transformer.serve.schemas import AttentionRequest, DecodingOptions, TranslateRequest
 from transformer.splitting import join_text, split_text
-from transformer.translator import Translator
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -70,12 +70,13 @@ def answer_head(model: str, decoded: Decoded, start: float) -> dict:
 class Service:
     """A loaded model behind a `Batcher`, with the server's decoding defaults and limits."""
 
-    def __init__(self, ckpt: Checkpoint, defaults: DecodingConfig, settings: ServeSettings):
-        self.model, self.tokenizer, self.defaults, self.settings = ckpt.model, ckpt.tokenizer, defaults, settings
-        self.translator = Translator(ckpt.model, ckpt.tokenizer, defaults)  # weights packed once for the server's life
-        run = ckpt.path.parent.parent.name if ckpt.path.parent.name == "checkpoints" else ""
-        self.name = f"{run}/{ckpt.path.name}" if run else ckpt.path.name
-        self.meta = ckpt.meta
+    def __init__(self, loaded: Loaded, defaults: DecodingConfig, settings: ServeSettings):
+        """`loaded`: the model, or an ensemble served as one; it translates with `defaults` unless asked otherwise."""
+        self.model, self.tokenizer, self.defaults, self.settings = loaded.model, loaded.tokenizer, defaults, settings
+        self.translator = loaded.translator(defaults)  # weights packed once for the server's life; the tag checked
+        run = RunFolder.holding(loaded.path)
+        self.name = f"{run.path.name}/{loaded.path.name}" if run else loaded.path.name
+        self.meta = loaded.meta
         self.batcher = Batcher(
             self._decode,
             settings.max_batch_tokens,

@@ -9,6 +9,7 @@ from torch import nn
 
 from transformer.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
 from transformer.errors import UserError
+from transformer.run_folder import RunFolder
 from transformer.state import load_optimizer_state, optimizer_state, rng_state, set_rng_state
 from transformer.tokenizer import Tokenizer
 from transformer.training.progress import TrainingProgress
@@ -16,11 +17,7 @@ from transformer.training.progress import TrainingProgress
 log = logging.getLogger(__name__)
 
 
-def step_path(directory: Path, step: int) -> Path:
-    return directory / f"step_{step:07d}.safetensors"
-
-
-def prune_steps(directory: Path, history: list[list], keep_last: int, keep_best: int) -> list[list]:
+def prune_steps(run: RunFolder, history: list[list], keep_last: int, keep_best: int) -> list[list]:
     """Delete step checkpoints that are neither among the `keep_last` newest nor the `keep_best` best.
 
     `history` lists [step, val_bleu] of the step checkpoints on disk; returns the kept ones.
@@ -30,25 +27,25 @@ def prune_steps(directory: Path, history: list[list], keep_last: int, keep_best:
     kept = {h[0] for h in newest + best}
     for step, _ in history:
         if step not in kept:
-            step_path(directory, step).unlink(missing_ok=True)
+            run.step(step).unlink(missing_ok=True)
     return [h for h in history if h[0] in kept]
 
 
 def resume_file(run_dir: Path, resume: str) -> Path:
     """The checkpoint `trainer.resume` names: this run's last one ("true"), a run directory's, or a file."""
     source = run_dir if resume.lower() == "true" else Path(resume)
-    file = source / "checkpoints" / "last.safetensors" if source.is_dir() else resolve_checkpoint(str(source))
+    file = RunFolder(source).last if source.is_dir() else resolve_checkpoint(str(source))
     if not file.exists():
         raise UserError(f"nothing to resume: {file} does not exist (train without trainer.resume first)")
     return file
 
 
 class CheckpointKeeper:
-    """Writes one run's checkpoints into `directory` and restores a resumable one."""
+    """Writes one run's checkpoints into its run folder and restores a resumable one."""
 
     def __init__(
         self,
-        directory: Path,
+        run: RunFolder,
         model: nn.Module,
         tokenizer: Tokenizer,
         cfg: DictConfig,
@@ -57,7 +54,7 @@ class CheckpointKeeper:
         keep_best: int,
     ):
         """`cfg` is the run's whole config, saved in every checkpoint; `keep_last`/`keep_best` prune the step ones."""
-        self.directory, self.model, self.tokenizer, self.cfg = directory, model, tokenizer, cfg
+        self.run, self.model, self.tokenizer, self.cfg = run, model, tokenizer, cfg
         self.keep_last, self.keep_best = keep_last, keep_best
 
     def save(self, path: Path, progress: TrainingProgress, bleu: float | None, state: dict | None = None) -> None:
@@ -76,11 +73,11 @@ class CheckpointKeeper:
 
     def save_validated(self, progress: TrainingProgress, bleu: float, is_best: bool) -> None:
         """A step checkpoint after a validation; prunes the older ones (`progress.history`) and writes `best`."""
-        self.save(step_path(self.directory, progress.step), progress, bleu)
+        self.save(self.run.step(progress.step), progress, bleu)
         history = [*progress.history, [progress.step, bleu]]
-        progress.history = prune_steps(self.directory, history, self.keep_last, self.keep_best)
+        progress.history = prune_steps(self.run, history, self.keep_last, self.keep_best)
         if is_best:
-            self.save(self.directory / "best.safetensors", progress, bleu)
+            self.save(self.run.best, progress, bleu)
 
     def save_last(self, progress: TrainingProgress, optimizer: torch.optim.Optimizer, scaler) -> None:
         """The resumable `last` checkpoint: weights plus optimizer, gradient scaler, progress and RNG states."""
@@ -90,7 +87,7 @@ class CheckpointKeeper:
             "progress": progress.state_dict(),
             "rng": rng_state(),
         }
-        self.save(self.directory / "last.safetensors", progress, progress.best_bleu, state)
+        self.save(self.run.last, progress, progress.best_bleu, state)
 
     def initialise(self, file: Path) -> None:
         """Fine-tuning: copy a trained model's weights, nothing else (optimizer, schedule, step, epoch position and

@@ -12,6 +12,7 @@ from transformer.checkpoint import read_header, resolve_checkpoint
 from transformer.corpus import training_corpora
 from transformer.errors import UserError
 from transformer.factory import model_config
+from transformer.run_folder import RunFolder
 from transformer.training.keeper import resume_file
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,7 @@ class Start:
 
 def launched_before(run_dir: Path) -> Path | None:
     """The run folder's resumable checkpoint, if a launch of it saved one."""
-    last = run_dir / "checkpoints" / "last.safetensors"
-    return last if last.exists() else None
+    return RunFolder(run_dir).resumable()
 
 
 def plan_start(run_dir: Path, tcfg: DictConfig) -> Start:

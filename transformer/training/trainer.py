@@ -21,6 +21,7 @@ from transformer.checkpoint import read_header
 from transformer.data import PreparedData, prepare
 from transformer.factory import build_model
 from transformer.optim import make_optimizer
+from transformer.run_folder import RunFolder
 from transformer.runtime import bf16_pays, bf16_ratio, native_bf16, pick_device, resolve_precision, seed_everything
 from transformer.training.keeper import CheckpointKeeper
 from transformer.training.monitor import TrainMonitor
@@ -149,7 +150,7 @@ class Trainer:
             self.model, train_model, self.optimizer, optim=cfg.optim, trainer=tcfg, world=self.world
         )
         self.keeper = CheckpointKeeper(
-            run_dir / "checkpoints", self.model, self.tokenizer, cfg, keep_last=tcfg.keep_last, keep_best=tcfg.keep_best
+            RunFolder(run_dir), self.model, self.tokenizer, cfg, keep_last=tcfg.keep_last, keep_best=tcfg.keep_best
         )
         self.progress, self.stop_requested, self.last_validated = TrainingProgress(), False, 0
         if start.resume is not None:
@@ -160,7 +161,7 @@ class Trainer:
         self.validator = Validator(self.model, self.tokenizer, val, tcfg, cfg.decoding, self.rank, self.world)
         # on resume, hide what an earlier session logged after its checkpoint (later steps) from TensorBoard
         purge = self.progress.step + 1 if self.progress.step else None
-        self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge) if self.main else None
+        self.writer = SummaryWriter(str(RunFolder(run_dir).tensorboard), purge_step=purge) if self.main else None
         log_setup(self.model, len(self.train_data), tcfg.precision, self.device, self.world)
 
     def fit(self) -> None:

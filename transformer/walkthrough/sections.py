@@ -17,6 +17,7 @@ from transformer.checkpoint import load_checkpoint
 from transformer.decoding import greedy_decode
 from transformer.model import Transformer
 from transformer.plotting import attention_figure, attention_tokens, save_figure
+from transformer.run_folder import RunFolder
 from transformer.tokenizer import BOS_ID, EOS_ID
 from transformer.walkthrough.formats import rows
 from transformer.walkthrough.kv_cache import kv_cache, small_random_model
@@ -213,11 +214,12 @@ def shown_path(path: Path) -> str:
 def cross_section(checkpoint: str, figures: Path | None) -> dict:
     """Section 8 from a trained checkpoint: which model, how it was trained, how far, and its translations."""
     ckpt = load_checkpoint(checkpoint)
-    overrides = ckpt.path.parent.parent / ".hydra" / "overrides.yaml"  # the run's command line, if it is a run
+    run = RunFolder.holding(ckpt.path)
+    overrides = run.overrides if run else None  # the run's command line, if it is a run
     cfg = ckpt.config
     return {
         "checkpoint": shown_path(ckpt.path),
-        "overrides": list(OmegaConf.load(overrides)) if overrides.exists() else [],
+        "overrides": list(OmegaConf.load(overrides)) if overrides and overrides.exists() else [],
         "data": f"{cfg.data.name} {cfg.data.src_lang}→{cfg.data.tgt_lang}",
         "model": {key: cfg.model[key] for key in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers")},
         "step": int(ckpt.meta.get("step", 0)),
