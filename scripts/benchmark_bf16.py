@@ -1,11 +1,12 @@
 """Whether this CPU computes bf16 natively, and faster than fp32: one training-sized linear map (2048×256 by
-256×1024) in fp32 and in bf16 on one thread, medians of 7 interleaved rounds (`runtime.linear_ms`); what
+256×1024) in fp32 and in bf16 on one thread, medians of 7 interleaved rounds (`hardware.linear_ms`); what
 `trainer.precision=auto` decides from them.
 
     python scripts/benchmark_bf16.py
 """
 
-from transformer.runtime import BF16_PAYS_BELOW, bf16_pays, bf16_ratio, linear_ms, native_bf16
+from transformer.hardware import bf16_ratio, linear_ms, native_bf16
+from transformer.precision import BF16_PAYS_BELOW, bf16_pays
 
 if __name__ == "__main__":
     ms, ratio = linear_ms(), bf16_ratio()

@@ -39,11 +39,11 @@ import torch
 import torch.nn.functional as F
 from decoding_engines import CT2_PRECISIONS, DTYPES, Case, EngineError, Engines, Pieces, Setup, ours
 
-from transformer.cli import user_precision
 from transformer.config import InferencePrecision, choices
 from transformer.fast_inference import inference_copy
-from transformer.fast_inference.kernels import chosen, cpu_isa, runs
+from transformer.fast_inference.kernels import cpu_isa, runs
 from transformer.marian_reference import SIZES, model_config
+from transformer.precision import TRANSLATED_IN, resolve
 
 PRECISIONS = ("fp32", "bf16", "int8")
 ISA = {
@@ -57,11 +57,11 @@ QUICK = dict(size=["small"], batch=[4, 1], src_len=6, out_len=4, vocab=64, round
 
 
 def default_precision(device: str = "cpu") -> str:
-    """The precision translate, evaluate and serve run in by default on `device`: configs/inference.yaml's, with
-    `auto` resolved, on this CPU; fp32 on a GPU (bf16 and int8 are CPU inference kernels)."""
+    """The precision translate and serve run in by default on `device`: `precision.TRANSLATED_IN`, resolved on this
+    CPU; fp32 on a GPU (bf16 and int8 are CPU inference kernels)."""
     if device != "cpu":
         return "fp32"
-    return chosen(user_precision())
+    return resolve(TRANSLATED_IN, "inference", "cpu")
 
 
 def cpu_description() -> tuple[str, list[str]]:

@@ -34,8 +34,9 @@ import torch
 from omegaconf import OmegaConf
 
 from transformer.checkpoint import load_checkpoint
-from transformer.cli import CONFIG_PATH, user_precision
+from transformer.cli import CONFIG_PATH
 from transformer.config import DecodingConfig
+from transformer.precision import TRANSLATED_IN
 from transformer.translator import Translator
 
 DEFAULT_FILE = "/work/shared/data/multi30k/test_2016_flickr.fr.gz"
@@ -270,7 +271,7 @@ def main() -> None:
         OmegaConf.merge(
             OmegaConf.structured(DecodingConfig),
             OmegaConf.load(Path(CONFIG_PATH) / "decoding" / f"{args.decoding}.yaml"),
-            {"precision": args.precision or user_precision()},  # as the server and transformer-translate decode
+            {"precision": args.precision or TRANSLATED_IN},  # as the server and transformer-translate decode
         )
     )
     if args.offline_only:

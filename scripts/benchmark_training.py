@@ -26,7 +26,8 @@ from transformer.batching import collate
 from transformer.loss import loss_sum
 from transformer.marian_reference import SIZES, marian, marian_loss, model_config
 from transformer.model import Transformer
-from transformer.runtime import autocast, resolve_precision
+from transformer.precision import resolve
+from transformer.runtime import autocast
 
 
 def random_batch(sentences: int, length: int, vocab: int):
@@ -135,7 +136,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     device = torch.device(args.device)
-    args.precision = resolve_precision(args.precision, device)
+    args.precision = resolve(args.precision, "training", device.type)
     batch = random_batch(args.sentences, args.length, args.vocab).to(device)
     compiles = [""] if args.compile is None else args.compile or ["model"]
     names = {c: f"ours {args.precision}" + (f" ({c})" if len(compiles) > 1 else "") for c in compiles}

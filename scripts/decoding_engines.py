@@ -19,10 +19,11 @@ from transformer.decoding import beam_search, greedy_decode
 from transformer.fast_inference import inference_copy
 from transformer.marian_reference import marian, model_config
 from transformer.model import Transformer
+from transformer.precision import COMPUTE_TYPES
 from transformer.tokenizer import BOS_ID, PAD_ID
 
 BEAM = 5
-CT2_PRECISIONS = {"fp32": "float32", "int8": "int8"}  # ours -> CTranslate2's compute_type
+CT2_PRECISIONS = COMPUTE_TYPES  # ours -> CTranslate2's compute_type
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 

@@ -28,6 +28,7 @@ from transformer.cli import CONFIG_PATH
 from transformer.config import DecodingConfig, InferencePrecision, choices
 from transformer.corpus import fetch
 from transformer.fast_inference.kernels import cpu_isa, runs
+from transformer.precision import COMPUTE_TYPES
 from transformer.results import decoding
 from transformer.translator import TextTranslator, Translator
 
@@ -60,7 +61,7 @@ def ctranslate2(ckpt, folder: Path, batch: int) -> Iterator[tuple[str, str, str,
         return
     export(ckpt, "ctranslate2", folder)
     threads = torch.get_num_threads()
-    for compute_type in ("float32", "int8"):
+    for compute_type in COMPUTE_TYPES.values():
         for strategy, spec in STRATEGIES.items():
             cfg = preset(spec, batch)
             translator = CTranslate2Translator(str(folder), cfg, compute_type=compute_type, intra_threads=threads)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.fast_inference.kernels import chosen
+from transformer.precision import TRANSLATED_IN, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD_KEYS = {"engine", "precision", "size", "strategy", "batch", "sent_per_s"}
@@ -17,12 +17,13 @@ PATHS = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "scripts"), os.envir
 
 
 def test_the_default_precision_is_the_cpu_choice_on_cpu_and_fp32_on_a_gpu():
+    translated = resolve(TRANSLATED_IN, "inference", "cpu")
     code = "import benchmark_decoding as b; print(b.default_precision('cpu'), b.default_precision('cuda'))"
     run = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": PATHS}
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split() == [chosen("auto"), "fp32"]
+    assert run.stdout.split() == [translated, "fp32"]
 
 
 @pytest.mark.slow  # a process per engine
@@ -36,7 +37,7 @@ def test_quick_run_ends_with_one_json_line_of_every_case():
     lines = run.stdout.strip().splitlines()
     result = json.loads(lines[-1])
     assert set(result) == {"cpu", "records", "default_precision"}
-    assert result["cpu"] in lines[0] and result["default_precision"] == chosen("auto")
+    assert result["cpu"] in lines[0] and result["default_precision"] == resolve(TRANSLATED_IN, "inference", "cpu")
     engines = [("ours", "fp32")]
     if importlib.util.find_spec("ctranslate2"):
         engines += [("ctranslate2", "fp32"), ("ctranslate2", "int8")]

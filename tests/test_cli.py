@@ -72,7 +72,7 @@ def test_prepare_train_evaluate_translate(data_args, tmp_path, model):
         cwd=tmp_path,
     )
     assert "BLEU = " in evaluate.stdout and "chrF2 = " in evaluate.stdout and "nrefs:1" in evaluate.stdout
-    hyps = run_dir / "checkpoints" / "best.toy.greedy-auto.hyp"  # the default precision names itself
+    hyps = run_dir / "checkpoints" / "best.toy.greedy-fp32.hyp"  # the precision it ran in names itself
     assert len(hyps.read_text().splitlines()) == 20
 
     translate = run(

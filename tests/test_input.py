@@ -103,6 +103,6 @@ def test_evaluate_keeps_one_file_per_decoding(cli_setup):
         result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-2000:]
     names = sorted(p.name for p in ckpt_dir.glob("*.hyp"))
-    assert names == ["best.toy.beam5-auto.hyp", "best.toy.sample-t1-k0-p0.9-seed3-auto.hyp"]  # the default precision
+    assert names == ["best.toy.beam5-fp32.hyp", "best.toy.sample-t1-k0-p0.9-seed3-fp32.hyp"]  # the precision it ran in
     for name in names:
         assert len((ckpt_dir / name).read_text().split("\n")) == 11  # 10 hypotheses and the last newline

@@ -14,16 +14,19 @@ from omegaconf import OmegaConf
 
 from tests.conftest import fit, tiny_model
 from tests.test_config import make
+from transformer import hardware
 from transformer.batching import collate
+from transformer.cli import CONFIG_PATH
 from transformer.cli.evaluate import decoding_label
 from transformer.config import DecodingConfig
 from transformer.config_checks import check_config
 from transformer.decoding import beam_search, greedy_decode
 from transformer.ensemble import Ensemble
 from transformer.errors import UserError
-from transformer.fast_inference import PackedLinear, inference_copy, kernels
+from transformer.fast_inference import PackedLinear, decoded_in, inference_copy, kernels
 from transformer.fast_inference.int8 import Int8Linear
-from transformer.results import label
+from transformer.precision import SCORED_IN, TRANSLATED_IN
+from transformer.results import decoding, label
 from transformer.translator import Translator
 
 needs_x86 = pytest.mark.skipif(not kernels.onednn(), reason="inference copies are made on x86-64 with oneDNN only")
@@ -253,9 +256,9 @@ def test_the_copy_says_once_which_kernel_runs(caplog):
 
 
 @needs_x86
-@pytest.mark.parametrize("precision, probe", [("bf16", "bf16_native"), ("int8", "int8_available")])
+@pytest.mark.parametrize("precision, probe", [("bf16", "native_bf16"), ("int8", "int8_available")])
 def test_a_precision_the_cpu_lacks_runs_as_fp32_with_one_warning(precision, probe, monkeypatch, caplog):
-    monkeypatch.setattr(kernels, probe, lambda: False)
+    monkeypatch.setattr(kernels, probe, lambda *device_type: False)
     model = tiny_model()
     src, tgt = torch.randint(3, 40, (3, 6)), torch.randint(3, 40, (3, 5))
     copies = [inference_copy(model, precision) for _ in range(2)]
@@ -265,7 +268,9 @@ def test_a_precision_the_cpu_lacks_runs_as_fp32_with_one_warning(precision, prob
         assert torch.equal(copies[0](src, tgt), inference_copy(model)(src, tgt))
 
 
-@pytest.mark.skipif(not kernels.bf16_native(), reason="this CPU has no bf16 products (e.g. AVX2 only)")
+@pytest.mark.skipif(
+    not (kernels.onednn() and hardware.native_bf16("cpu")), reason="this CPU has no bf16 products (e.g. AVX2 only)"
+)
 def test_bf16_runs_packed_bf16_products(trained):
     model, batch = trained
     fast = inference_copy(model, "bf16")
@@ -301,12 +306,19 @@ def test_the_setting_is_checked_with_the_others():
         check_config(make("translate", ["checkpoint=x", "decoding.precision=fp16"]))
 
 
-@pytest.mark.parametrize("command", ["translate", "evaluate", "serve", "backtranslate"])
-def test_the_commands_that_decode_for_a_user_default_to_auto_and_training_validates_in_fp32(command):
-    assert make(command).decoding.precision == "auto"
+@pytest.mark.parametrize("command", ["translate", "serve", "backtranslate"])
+def test_the_commands_that_translate_for_a_user_default_to_auto(command):
+    assert make(command).decoding.precision == TRANSLATED_IN == "auto"
     assert make(command, ["decoding=greedy"]).decoding.precision == "auto"  # a search group keeps the precision
     assert make(command, ["decoding.precision=fp32"]).decoding.precision == "fp32"
-    assert make("train").decoding.precision == DecodingConfig.precision == "fp32"
+
+
+def test_validation_evaluate_and_results_score_in_one_precision_by_default():
+    """One checkpoint, split and search give one BLEU: what scores decodes in fp32 unless told otherwise."""
+    scored = {make("train").decoding.precision, make("evaluate").decoding.precision, DecodingConfig.precision}
+    assert scored | {decoding(preset, Path(CONFIG_PATH)).precision for preset in ("greedy", "beam")} == {SCORED_IN}
+    assert SCORED_IN == "fp32"
+    assert make("evaluate", ["decoding.precision=int8"]).decoding.precision == "int8"
 
 
 @needs_x86
@@ -314,7 +326,7 @@ def test_the_commands_that_decode_for_a_user_default_to_auto_and_training_valida
 def test_auto_is_int8_where_it_runs_else_fp32_without_a_warning(int8_runs, monkeypatch, caplog):
     if int8_runs and not kernels.int8_available():
         pytest.skip("PyTorch's x86 int8 engine does not run on this CPU")
-    monkeypatch.setattr(kernels, "int8_available", lambda: int8_runs)
+    monkeypatch.setattr(hardware, "int8_available", lambda: int8_runs)
     model, expected = tiny_model(), "int8" if int8_runs else "fp32"
     src, tgt = torch.randint(3, 40, (3, 6)), torch.randint(3, 40, (3, 5))
     with torch.inference_mode():
@@ -339,10 +351,22 @@ def test_translate_runs_in_int8_by_default_through_the_console_script(cli_setup)
     assert len(result.stdout.splitlines()) == 2 and "inference: int8 " in result.stderr
 
 
-def test_a_precision_names_its_own_hypothesis_file_and_results_row():
+def test_the_search_labels_leave_the_precision_to_what_ran():
     int8, fp32 = (OmegaConf.structured(DecodingConfig(precision=p)) for p in ("int8", "fp32"))
-    assert decoding_label(int8) == "greedy-int8" and decoding_label(fp32) == "greedy"
-    assert label(DecodingConfig(precision="int8")) == "greedy, int8" and label(DecodingConfig()) == "greedy"
+    assert decoding_label(int8) == decoding_label(fp32) == "greedy"  # evaluate adds the precision it ran in
+    assert label(DecodingConfig(precision="auto"), "int8") == "greedy, int8"
+    assert label(DecodingConfig(strategy="beam"), "fp32") == "beam 5, power α=1.0, fp32"
+
+
+@needs_x86
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8", "auto"])
+def test_a_translator_states_the_precision_its_copy_runs_in(precision):
+    model = tiny_model()
+    expected = kernels.runs(precision)  # auto resolved; a precision this CPU lacks: fp32
+    assert decoded_in(model, precision) == expected in ("fp32", "bf16", "int8")
+    assert Translator(model, tokenizer=None, cfg=DecodingConfig(precision=precision)).precision == expected
+    assert decoded_in(model.to(torch.float64), precision) == "float64"  # searched as it is
+    assert decoded_in(tiny_model().to(torch.bfloat16), precision) == "bf16"
 
 
 def run_script(name: str, *args: str, cwd: str) -> dict:

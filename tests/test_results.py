@@ -71,12 +71,12 @@ def test_the_report_names_the_model_val_chooses():
         "greedy": {"a": {"t16": 48.0, "val": 50.0}, "b": {"t16": 47.0, "val": 49.0}},
     }
     assert report.chosen() == []  # without a val set nothing is chosen
-    report.val_set = "val"
+    report.val_set, report.precisions = "val", {"beam": "int8", "greedy": "fp32"}
     assert report.chosen() == [
-        "Chosen on val (beam 5, power α=1.0): b, val 52.50; t16 49.00.",
-        "Chosen on val (greedy): a, val 50.00; t16 48.00.",
+        "Chosen on val (beam 5, power α=1.0, int8): b, val 52.50; t16 49.00.",
+        "Chosen on val (greedy, fp32): a, val 50.00; t16 48.00.",
     ]
-    assert "\nChosen on val (greedy): a," in report.markdown()
+    assert "\nChosen on val (greedy, fp32): a," in report.markdown()
 
 
 def model_and_pair(run: str, tmp_path: Path, options: str) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -99,7 +99,7 @@ def test_the_report_through_the_console_script(cli_setup, tmp_path):
     run = f"{cli_setup['tmp']}/run"
     result, lines = model_and_pair(run, tmp_path, f"samples=4 extra_dir={tmp_path} val=true")
     rows = [line for line in lines if line.startswith(f"| {run} |")]
-    decodings = ["greedy", "beam 2, power α=1.0"]
+    decodings = ["greedy, fp32", "beam 2, power α=1.0, fp32"]  # each states the precision it ran in
     assert [row.split(" | ")[3:5] for row in rows] == [[split, d] for split in ("toy", "val") for d in decodings]
     assert rows == result.stdout.splitlines()[:4] and f"wrote {tmp_path / 'results.md'}" in result.stdout
     pair = [line.split(" | ") for line in lines if line.startswith(f"| {run} + {run} |")]
@@ -125,7 +125,7 @@ def test_with_tests_chosen_every_model_scores_val_and_only_the_chosen_one_the_te
     models = [run, f"{run} + {run}"]
     _, lines = model_and_pair(run, tmp_path, "samples=2 val=true tests=chosen")
     rows = [line.split(" | ") for line in lines if line.startswith("| ") and line.count(" | ") == 6][1:]
-    decodings = ["greedy", "beam 2, power α=1.0"]
+    decodings = ["greedy, fp32", "beam 2, power α=1.0, fp32"]
     assert [(row[0][2:], row[3], row[4]) for row in rows[:4]] == [(m, "val", d) for m in models for d in decodings]
     chosen = {}
     for d in decodings:

@@ -10,6 +10,8 @@ from typing import Any, Literal, get_args
 
 from omegaconf import MISSING
 
+from transformer.precision import FLOAT32_WEIGHTS, INFERENCE, QUANTIZATIONS, SCORED_IN, TRAINING, TRANSLATED_IN
+
 # The allowed values of each setting that is a choice, defined here once: `check_config`, the search, the service's
 # request schema and the error messages read them through `choices`.
 ModelType = Literal["bpe", "unigram"]
@@ -17,13 +19,13 @@ Family = Literal["transformer", "rnn"]
 Cell = Literal["gru", "lstm"]
 Scoring = Literal["additive", "dot"]
 Schedule = Literal["inverse_sqrt", "linear"]
-Precision = Literal["fp32", "bf16", "fp16", "auto"]
-InferencePrecision = Literal["fp32", "bf16", "int8", "auto"]
+Precision = Literal[TRAINING]  # these three from `transformer.precision.PRECISIONS`
+InferencePrecision = Literal[INFERENCE]
 Strategy = Literal["greedy", "beam", "sample"]
 LengthPenalty = Literal["power", "gnmt", "none"]
 Engine = Literal["pytorch", "ctranslate2"]
 ExportFormat = Literal["ctranslate2", "marian"]
-Quantization = Literal["none", "int8", "int8_float32", "bfloat16"]
+Quantization = Literal[QUANTIZATIONS]
 TestScope = Literal["all", "chosen"]
 
 CHUNK_LINES = 2000  # lines that transformer-translate and transformer-backtranslate translate and write at a time
@@ -258,7 +260,7 @@ class TrainerConfig:
     init_from: str = ""
     precision: str = choice(Precision, "fp32")  # bf16: autocast; fp16: autocast + gradient scaler;
     # auto: bf16 where it is faster (a CUDA GPU with bf16; a CPU whose native bf16 products take under
-    # runtime.BF16_PAYS_BELOW of fp32's time, measured at start-up), else fp32
+    # precision.BF16_PAYS_BELOW of fp32's time, measured at start-up), else fp32
     compile: bool = False  # torch.compile the model and its loss for training
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default
@@ -287,9 +289,15 @@ class DecodingConfig:
     tag: str = ""  # translate "as" the training corpus with this tag (data.tag, data.extra_train.NAME.tag); "" = none
     # Our engine's linear maps on CPU: fp32 (exact), bf16 (where the CPU has bf16 products, else fp32 with a warning),
     # int8 (weights with one scale per output row, activations per row; else fp32 with a warning) or auto (int8 where
-    # it runs, else fp32, silently: what translate/evaluate/serve/backtranslate use, configs/inference.yaml); layer
-    # norm and softmax stay fp32 (docs/speed.md#precision). engine=ctranslate2 ignores it (it has its compute type).
-    precision: str = choice(InferencePrecision, "fp32")
+    # it runs, else fp32, silently: what translate/serve/backtranslate use, `user_decoding`); layer norm and softmax
+    # stay fp32 (docs/speed.md#precision). engine=ctranslate2 ignores it (it has its compute type).
+    precision: str = choice(InferencePrecision, SCORED_IN)
+
+
+def user_decoding() -> DecodingConfig:
+    """The decoding defaults of the commands that translate for a user (translate, serve, backtranslate): in
+    `precision.TRANSLATED_IN`; the search comes from their `decoding` group."""
+    return DecodingConfig(precision=TRANSLATED_IN)
 
 
 @dataclass
@@ -333,7 +341,7 @@ class TranslateConfig:
     progress: bool | None = None  # lines/s bar on stderr; None: when stderr is a terminal
     device: str = "auto"
     engine: str = choice(Engine, "pytorch")  # ctranslate2: checkpoint= a transformer-export format=ctranslate2 folder
-    decoding: DecodingConfig = MISSING
+    decoding: DecodingConfig = field(default_factory=user_decoding)
 
 
 @dataclass
@@ -362,12 +370,12 @@ class ServeConfig:
     checkpoint: Any = MISSING  # run directory or checkpoint file, or a list of them: [A,B] decodes their ensemble
     device: str = "auto"
     serve: ServeSettings = field(default_factory=ServeSettings)
-    decoding: DecodingConfig = MISSING  # the defaults that a request's settings override
+    decoding: DecodingConfig = field(default_factory=user_decoding)  # the defaults that a request's settings override
 
 
 @dataclass
 class ExportOptions:
-    quantization: str = choice(Quantization, "none")  # ctranslate2 weights; none = float32
+    quantization: str = choice(Quantization, FLOAT32_WEIGHTS)  # ctranslate2 weights; none = float32
     force: bool = False  # replace a non-empty output folder
 
 
@@ -412,4 +420,4 @@ class BacktranslateConfig:
     chunk_lines: int = CHUNK_LINES  # sentences translated and written at a time: a restarted run resumes at a chunk
     progress: bool | None = None  # lines/s bar on stderr; None: when stderr is a terminal
     device: str = "auto"
-    decoding: DecodingConfig = MISSING
+    decoding: DecodingConfig = field(default_factory=user_decoding)

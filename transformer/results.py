@@ -89,12 +89,12 @@ def samples(sources: list[str], hyps: list[str], refs: list[str], n: int) -> lis
     return rows + [f"| {cell(sources[i])} | {cell(hyps[i])} | {cell(refs[i])} |" for i in picked]
 
 
-def label(cfg: DecodingConfig) -> str:
-    """A decoding as the table names it: greedy, or beam 5, power α=1.0; then a precision other than the default."""
+def label(cfg: DecodingConfig, precision: str) -> str:
+    """A decoding as the table names it, then the precision it ran in: greedy, fp32; beam 5, power α=1.0, int8."""
     name = cfg.strategy
     if cfg.strategy == "beam":
         name = f"beam {cfg.beam_size}, {cfg.length_penalty_kind} α={cfg.length_penalty}"
-    return name if cfg.precision == DecodingConfig.precision else f"{name}, {cfg.precision}"
+    return f"{name}, {precision}"
 
 
 class Report:
@@ -104,6 +104,7 @@ class Report:
         self.decodings, self.n_samples = decodings, n_samples
         self.rows, self.signatures, self.sample_rows = list(HEADER), set(), []
         self.bleu: dict[str, dict[str, dict[str, float]]] = {}  # decoding spec -> model name -> set name -> BLEU
+        self.precisions: dict[str, str] = {}  # decoding spec -> the precision it ran in
         self.val_set: str | None = None
 
     def score(
@@ -125,11 +126,14 @@ class Report:
             pairs = list(source.pairs())
             sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
             for spec, cfg in ((spec, self.decodings[spec]) for spec in specs or self.decodings):
-                hyps = loaded.translator(cfg).translate(sources, progress=True)
+                translator = loaded.translator(cfg)
+                hyps = translator.translate(sources, progress=True)
+                self.precisions[spec] = translator.precision
                 bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
                 b, c = bleu.corpus_score(hyps, [refs]).score, chrf.corpus_score(hyps, [refs]).score
                 self.bleu.setdefault(spec, {}).setdefault(name, {})[set_name] = b
-                row = f"| {name} | {params:.1f}M | {trained} | {set_name} | {label(cfg)} | {b:.2f} | {c:.2f} |"
+                decoded = label(cfg, translator.precision)
+                row = f"| {name} | {params:.1f}M | {trained} | {set_name} | {decoded} | {b:.2f} | {c:.2f} |"
                 self.rows.append(row)
                 print(row, flush=True)
                 self.signatures.update({f"BLEU: `{bleu.get_signature()}`", f"chrF: `{chrf.get_signature()}`"})
@@ -150,7 +154,8 @@ class Report:
             scores = self.bleu[spec][name]
             tests = ", ".join(f"{s} {b:.2f}" for s, b in scores.items() if s != self.val_set)
             val = scores[self.val_set]
-            lines.append(f"Chosen on val ({label(self.decodings[spec])}): {name}, val {val:.2f}; {tests}.")
+            decoded = label(self.decodings[spec], self.precisions[spec])
+            lines.append(f"Chosen on val ({decoded}): {name}, val {val:.2f}; {tests}.")
         return lines
 
     def markdown(self) -> str:

@@ -17,7 +17,7 @@ from tqdm import tqdm
 from transformer.batching import pad
 from transformer.config import DecodingConfig
 from transformer.decoding import Hypothesis, SearchOptions, search
-from transformer.fast_inference import inference_copy
+from transformer.fast_inference import decoded_in, inference_copy
 from transformer.interface import Seq2SeqModel
 from transformer.tokenizer import EOS_ID, Tokenizer
 
@@ -55,6 +55,7 @@ class TextTranslator(ABC):
 
     tokenizer: Tokenizer
     max_positions: int  # the longest source (EOS included) the engine takes
+    precision: str  # what the engine searches in (fp32, int8, ...): a BLEU figure states it
 
     def __init__(self, cfg: DecodingConfig):
         self.cfg, self.options = cfg, SearchOptions.from_config(cfg)  # ValueError on impossible settings
@@ -132,6 +133,7 @@ class Translator(TextTranslator):
         super().__init__(cfg)
         self.model, self.tokenizer, self.max_positions = model, tokenizer, model.max_positions
         self.inference_model = inference_copy(model, cfg.precision)
+        self.precision = decoded_in(model, cfg.precision)
 
     def with_config(self, cfg: DecodingConfig) -> "Translator":
         """This translator (same model and inference copy, so the same precision) with other decoding settings."""

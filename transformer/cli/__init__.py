@@ -38,12 +38,6 @@ SCHEMAS = {
 }  # the YAML files name these in their defaults lists
 
 
-def user_precision() -> str:
-    """`decoding.precision` of the commands that decode for a user (translate, evaluate, serve, backtranslate), as
-    configs/inference.yaml sets it (`auto` unresolved)."""
-    return OmegaConf.load(Path(CONFIG_PATH) / "inference.yaml").decoding.precision
-
-
 def register_schemas() -> None:
     """Register the schemas with Hydra, so YAML files and overrides are checked against them."""
     for name, schema in SCHEMAS.items():

@@ -19,8 +19,8 @@ log = logging.getLogger(__name__)
 
 def decoding_label(d: DictConfig) -> str:
     """The decoding in a file name, so two decodings never share one: greedy, beam5, sample-t1-k0-p0.9-seed0,
-    plus every length setting that differs from its default (e.g. beam5-lp0.6-min3), a tag (-tagbt) and a
-    precision other than fp32 (-int8, -auto)."""
+    plus every length setting that differs from its default (e.g. beam5-lp0.6-min3) and a tag (-tagbt); `main`
+    adds the precision it ran in."""
     if d.strategy == "sample":
         label = f"sample-t{d.temperature:g}-k{d.top_k}-p{d.top_p:g}-seed{d.seed}"
     else:
@@ -32,7 +32,7 @@ def decoding_label(d: DictConfig) -> str:
     for key, tag in short.items():
         if d[key] != getattr(default, key):
             label += f"-{tag}{d[key]:g}" if isinstance(d[key], float) else f"-{tag}{d[key]}"
-    return label + (f"-tag{d.tag}" if d.tag else "") + (f"-{d.precision}" if d.precision != default.precision else "")
+    return label + (f"-tag{d.tag}" if d.tag else "")
 
 
 def evaluation_source(cfg: DictConfig, data_cfg: DictConfig) -> tuple[str, Source]:
@@ -65,12 +65,14 @@ def main(cfg: DictConfig) -> None:
         seconds = time.perf_counter() - start
         log.info("translated %d sentences in %.1f s (%.1f sentences/s)", len(hyps), seconds, len(hyps) / seconds)
         members = len(ckpt.members)
-        label = decoding_label(cfg.decoding) + (f"-ensemble{members}" if members > 1 else "")
+        ensemble = f"-ensemble{members}" if members > 1 else ""
+        label = f"{decoding_label(cfg.decoding)}-{translator.precision}{ensemble}"  # the precision it ran in
         output = Path(cfg.output) if cfg.output else ckpt.path.with_name(f"{ckpt.path.stem}.{name}.{label}.hyp")
         atomic_write_text(output, "".join(line + "\n" for line in hyps))
         bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
-        print(f"{bleu.corpus_score(hyps, [refs])}  ({bleu.get_signature()})")
-        print(f"{chrf.corpus_score(hyps, [refs])}  ({chrf.get_signature()})")
+        decoded = f"decoded in {translator.precision}"  # validation and transformer-results state it too
+        print(f"{bleu.corpus_score(hyps, [refs])}  ({bleu.get_signature()}; {decoded})")
+        print(f"{chrf.corpus_score(hyps, [refs])}  ({chrf.get_signature()}; {decoded})")
         log.info("%d hypotheses written to %s (step %s)", len(hyps), output, ckpt.meta.get("step"))
 
 

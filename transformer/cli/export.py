@@ -19,6 +19,7 @@ from transformer.cli import hydra_app, user_errors
 from transformer.config import ExportConfig, ExportFormat, Quantization, choices
 from transformer.errors import UserError
 from transformer.files import folder_beside
+from transformer.precision import FLOAT32_WEIGHTS
 
 if TYPE_CHECKING:
     from transformer.checkpoint import Checkpoint
@@ -33,7 +34,7 @@ def check_export(cfg: DictConfig) -> Path:
     if cfg.export.quantization not in choices(Quantization):
         quantizations = ", ".join(choices(Quantization))
         raise UserError(f"export.quantization={cfg.export.quantization!r} is not one of {quantizations}")
-    if cfg.format == "marian" and cfg.export.quantization != "none":
+    if cfg.format == "marian" and cfg.export.quantization != FLOAT32_WEIGHTS:
         raise UserError("export.quantization is for format=ctranslate2; a MarianMT folder holds float32 weights")
     output = Path(cfg.output)
     if output.exists() and not output.is_dir():

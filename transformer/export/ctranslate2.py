@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from transformer.checkpoint import Checkpoint
 from transformer.export.weights import named_weights
+from transformer.precision import FLOAT32_WEIGHTS
 from transformer.tokenizer import BOS_ID, EOS_ID, UNK_ID
 
 CONFIG_FILE = "transformer_config.yaml"  # the training config, for `transformer-evaluate split=...`
@@ -114,11 +115,11 @@ class CheckpointConverter(Converter):
         return spec
 
 
-def export_ctranslate2(ckpt: Checkpoint, directory: Path, name: str, quantization: str = "none") -> None:
+def export_ctranslate2(ckpt: Checkpoint, directory: Path, name: str, quantization: str = FLOAT32_WEIGHTS) -> None:
     """Write a CTranslate2 model folder (model.bin, vocabularies, config), the SentencePiece model(s), the
     training config and a README that calls the folder `name`."""
     CheckpointConverter(ckpt).convert(
-        str(directory), quantization=None if quantization == "none" else quantization, force=True
+        str(directory), quantization=None if quantization == FLOAT32_WEIGHTS else quantization, force=True
     )
     ckpt.tokenizer.save(directory)
     (directory / CONFIG_FILE).write_text(OmegaConf.to_yaml(ckpt.config), encoding="utf-8")
@@ -128,7 +129,7 @@ def export_ctranslate2(ckpt: Checkpoint, directory: Path, name: str, quantizatio
             name=name,
             source=ckpt.path,
             step=ckpt.meta.get("step", "?"),
-            quantization="float32" if quantization == "none" else quantization,
+            quantization="float32" if quantization == FLOAT32_WEIGHTS else quantization,
             spm=", ".join(sorted(set(spm))),
             src_spm=spm[0],
             tgt_spm=spm[1],

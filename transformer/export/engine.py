@@ -33,6 +33,7 @@ from transformer.beam import penalty_divisor
 from transformer.config import DecodingConfig
 from transformer.errors import UserError
 from transformer.export.ctranslate2 import CONFIG_FILE
+from transformer.precision import named
 from transformer.search_state import Hypothesis, SearchOptions, strip_eos
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from transformer.translator import TextTranslator
@@ -77,6 +78,7 @@ class CTranslate2Translator(TextTranslator):
             self.engine = ctranslate2.Translator(directory, device=device, **options)
         except (RuntimeError, ValueError) as err:
             raise UserError(f"{directory}: CTranslate2 cannot load it ({err})") from err
+        self.precision = named(self.engine.compute_type)
 
     def _arguments(self, options: SearchOptions, max_len: int) -> dict:
         """translate_batch arguments for `options` and an output limit."""

@@ -7,9 +7,10 @@ its attention with several queries a sentence, a beam's cross-attention, as two 
 feed-forward's ReLU into its first product, and swaps the dropouts (no-ops in eval mode) for identities. Each
 weight is packed or quantized at its first use in that copy. Layer norm, softmax and the log-softmax stay fp32 in
 every precision. fp32 gives the model's own results; bf16 and int8 run where the CPU has their kernels and fall back
-to fp32 with one warning elsewhere; auto is int8 where it runs, else fp32 without a warning (`kernels.runs` logs
-which kernels run). The copy is made once where a model is loaded for inference (a `Translator`) and kept for all
-its searches, by every thread. A packed weight does not follow the parameters: weights changed in place (e.g. by
+to fp32 with one warning elsewhere; auto is what `transformer.precision.resolve` makes it, int8 where it runs, else
+fp32, without a warning (`kernels.runs` logs which kernels run; `decoded_in` names the precision a search ran in).
+The copy is made once where a model is loaded for inference (a `Translator`) and kept for all its searches, by
+every thread. A packed weight does not follow the parameters: weights changed in place (e.g. by
 fused Adam, which does not even bump their version counters) need a fresh copy, so validation during training
 makes one each time. The model itself is never modified. On a GPU the copy is the model itself and the speed comes
 from the search: `graphs` runs it with static shapes, each decoder step replayed as one CUDA graph.
@@ -22,13 +23,13 @@ import torch
 from torch import Tensor, nn
 
 from transformer.attention.dot import DotAttention
-from transformer.config import InferencePrecision, choices
 from transformer.fast_inference.int8 import Int8Linear
-from transformer.fast_inference.kernels import X86_64, chosen, not_applied, onednn, runs
+from transformer.fast_inference.kernels import X86_64, not_applied, onednn, runs
 from transformer.fast_inference.packed import LinearKernel, PackedAttention, PackedLinear, packable
 from transformer.model import FeedForward
+from transformer.precision import AUTO, named, resolve
 
-__all__ = ["X86_64", "PackedAttention", "PackedLinear", "fast_cpu", "inference_copy", "packable"]
+__all__ = ["X86_64", "PackedAttention", "PackedLinear", "decoded_in", "fast_cpu", "inference_copy", "packable"]
 
 
 class FusedFeedForward(FeedForward):
@@ -87,18 +88,35 @@ def _kernel(precision: str) -> LinearKernel:
     return partial(PackedLinear.of, dtype=torch.bfloat16) if ran == "bf16" else PackedLinear.of
 
 
-def inference_copy(model, precision: str = "fp32"):
-    """A copy of `model` in eval mode, for searches (no autograd), in `precision` (fp32: the model's own results;
-    bf16; int8; auto: int8 where it runs, else fp32, silently; see the module's docstring); `model` itself where a
-    copy would not help (other devices or dtypes, other CPUs, models that are not modules, a copy already). bf16 and
-    int8 apply to fp32 models on CPU."""
-    if precision not in choices(InferencePrecision):
-        raise ValueError(f"precision={precision!r} is not one of {', '.join(choices(InferencePrecision))}")
+def _applied(model, precision: str) -> str:
+    """`precision` as `inference_copy` applies it to `model` (bf16 and int8 apply to fp32 models on CPU), `auto`
+    resolved; says once where an asked precision is not applied."""
     weight, fast = _first_weight(model), fast_cpu(model)
     fp32_on_cpu = fast and weight.dtype == torch.float32  # what bf16 and int8 apply to
-    if precision == "auto":
-        precision = chosen(precision) if fp32_on_cpu else "fp32"
+    if precision == AUTO and not fp32_on_cpu:
+        return "fp32"  # the model as it is, silently
+    precision = resolve(precision, "inference", "cpu")
     if weight is not None and precision != "fp32" and not fp32_on_cpu:
         not_applied(precision, f"{weight.device.type} {weight.dtype}")
-        precision = "fp32"
-    return _swapped(model, _kernel(precision)).eval() if fast else model
+        return "fp32"
+    return precision
+
+
+def decoded_in(model, precision: str) -> str:
+    """The precision `inference_copy(model, precision)` searches in, as a BLEU figure states it: the kernels' on this
+    CPU (`kernels.runs`), or the model's own dtype where no copy is made (another device, dtype or CPU)."""
+    applied, weight = _applied(model, precision), _first_weight(model)
+    if weight is None:
+        return applied
+    if fast_cpu(model) and weight.dtype == torch.float32:
+        return runs(applied)
+    return named(str(weight.dtype).removeprefix("torch."))
+
+
+def inference_copy(model, precision: str = "fp32"):
+    """A copy of `model` in eval mode, for searches (no autograd), in `precision` (fp32: the model's own results;
+    bf16; int8; auto: `transformer.precision.resolve`, int8 where it runs, else fp32, silently; see the module's
+    docstring); `model` itself where a copy would not help (other devices or dtypes, other CPUs, models that are not
+    modules, a copy already). bf16 and int8 apply to fp32 models on CPU."""
+    applied = _applied(model, precision)
+    return _swapped(model, _kernel(applied)).eval() if fast_cpu(model) else model

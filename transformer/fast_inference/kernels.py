@@ -5,41 +5,18 @@ Nothing here requires an instruction set: a precision whose kernels this CPU lac
 
 import functools
 import logging
-import platform
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
 
-from transformer.runtime import native_bf16
+from transformer.hardware import INT8_ENGINE, X86_64, cpu_isa, has, int8_available, native_bf16
+from transformer.precision import AUTO, resolve
 
 log = logging.getLogger("transformer.fast_inference")
 
-X86_64 = platform.machine().lower() in ("x86_64", "amd64")
-INT8_ENGINE = "x86"  # PyTorch's x86 engine: fbgemm, or oneDNN where the CPU has VNNI (PyTorch's own choice)
 QLINEAR_FROM = 32  # int8 products for this many sentences or hypotheses or more run oneDNN's qlinear (`int8`)
-
-
-def _has(feature: str) -> bool:
-    """Whether the CPU has `feature` as `torch.cpu._is_{feature}_supported` tells (False where torch lacks it)."""
-    probe = getattr(torch.cpu, f"_is_{feature}_supported", None)
-    return bool(probe and probe())
-
-
-def cpu_isa() -> str:
-    """The widest instruction set for int8/bf16 products this CPU has: AMX, AVX512_BF16, AVX512_VNNI, AVX512, AVX2
-    or "no AVX2"."""
-    for name, feature in (
-        ("AMX", "amx_tile"),
-        ("AVX512_BF16", "avx512_bf16"),
-        ("AVX512_VNNI", "vnni"),
-        ("AVX512", "avx512"),
-        ("AVX2", "avx2"),
-    ):
-        if _has(feature):
-            return name
-    return "no AVX2"
 
 
 @functools.cache
@@ -49,26 +26,16 @@ def onednn() -> bool:
     return X86_64 and torch.backends.mkldnn.is_available()
 
 
-def bf16_native() -> bool:
-    """Whether oneDNN computes bf16 products on this CPU (`runtime.native_bf16`: AVX-512 or AMX; AVX2 has none)."""
-    return onednn() and native_bf16("cpu")
-
-
-def int8_available() -> bool:
-    """Whether PyTorch's x86 quantized engine runs here: fbgemm needs AVX2."""
-    return X86_64 and INT8_ENGINE in torch.backends.quantized.supported_engines and _has("avx2")
-
-
 def int8_backend() -> str:
     """The library behind the x86 engine's dynamic int8 products here: oneDNN with VNNI, fbgemm without."""
-    return "oneDNN" if _has("vnni") else "fbgemm"
+    return "oneDNN" if has("vnni") else "fbgemm"
 
 
 @functools.cache
 def qlinear_available() -> bool:
     """Whether oneDNN's `qlinear_pointwise` multiplies u8 by s8 natively here: VNNI (or AMX) and a PyTorch that has
     it (without VNNI it would add pairs of products in 16 bits, as fbgemm does)."""
-    return onednn() and _has("vnni") and hasattr(torch.ops.onednn, "qlinear_pointwise")
+    return onednn() and has("vnni") and hasattr(torch.ops.onednn, "qlinear_pointwise")
 
 
 WEIGHT_ONLY_BLOCK = 16  # `_weight_int8pack_mm` reads K in aligned blocks (16 on AVX-512, 8 on AVX2), no remainder
@@ -95,7 +62,7 @@ def int8_kernels() -> str:
 def reduce_range() -> bool:
     """Whether activations are quantized to 7 bits: without VNNI, fbgemm adds pairs of u8·s8 products in 16 bits,
     which 8-bit activations could saturate (PyTorch's own x86 default, `get_default_qconfig("x86")`)."""
-    return not _has("vnni")
+    return not has("vnni")
 
 
 _engine_lock = threading.Lock()
@@ -113,21 +80,13 @@ def int8_engine() -> Iterator[None]:
             torch.backends.quantized.engine = before
 
 
-def chosen(precision: str) -> str:
-    """`precision` with `auto` resolved: int8 where PyTorch's x86 int8 engine runs (our fastest within 0.2 BLEU of
-    fp32, docs/speed.md#precision), else fp32."""
-    if precision != "auto":
-        return precision
-    return "int8" if int8_available() else "fp32"
-
-
 @functools.cache
 def runs(precision: str) -> str:
     """The precision a copy asked for `precision` runs in on this CPU; says once per process which kernels run."""
-    if precision == "auto":
-        return runs(chosen(precision))
+    if precision == AUTO:
+        return runs(resolve(precision, "inference", "cpu"))
     isa = cpu_isa()
-    if precision == "bf16" and not bf16_native():
+    if precision == "bf16" and not (onednn() and native_bf16("cpu")):
         log.warning("inference: bf16 unavailable on this CPU (%s: no native bf16 products): fp32", isa)
         return "fp32"
     if precision == "int8" and not int8_available():

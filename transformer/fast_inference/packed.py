@@ -16,13 +16,14 @@ from torch import Tensor, nn
 from transformer.attention.dot import DotAttention
 from transformer.attention.masks import attention_reference
 from transformer.fast_inference.kernels import onednn
+from transformer.hardware import native_bf16
 
 
 def packable(x: Tensor, weight: Tensor) -> bool:
     """Whether x @ weightᵀ may take the packed oneDNN path: CPU inference in fp32 (or bf16 where oneDNN has it)."""
     if not (onednn() and torch.backends.mkldnn.enabled):
         return False
-    if weight.dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if weight.dtype == torch.bfloat16 and not native_bf16("cpu"):
         return False  # e.g. CPUs without AVX-512
     return (
         x.device.type == "cpu"

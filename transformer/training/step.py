@@ -12,6 +12,7 @@ from transformer.config import OptimConfig, TrainerConfig
 from transformer.errors import UserError
 from transformer.loss import loss_sum
 from transformer.optim import lr_multiplier, set_lr
+from transformer.precision import PRECISIONS, resolve
 from transformer.runtime import autocast
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ class TrainStep:
         self.model, self.train_model, self.optimizer, self.cfg = model, train_model, optimizer, optim
         self.precision, self.max_nonfinite, self.world = trainer.precision, trainer.max_nonfinite, world
         self.device = next(model.parameters()).device
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
+        scaled = PRECISIONS[resolve(self.precision, "training", self.device.type)].scales_loss
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=scaled)
         # trainer.compile: the model and its loss in one graph (the loss over the vocabulary fuses into it)
         self.objective = torch.compile(loss_sum) if trainer.compile else loss_sum
         self.nonfinite = 0  # consecutive skipped steps

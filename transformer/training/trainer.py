@@ -20,9 +20,11 @@ from transformer.batching import Batch, Batches, TrainBatches
 from transformer.checkpoint import read_header
 from transformer.data import PreparedData, prepare
 from transformer.factory import build_model
+from transformer.hardware import bf16_ratio, native_bf16
 from transformer.optim import make_optimizer
+from transformer.precision import bf16_pays, resolve
 from transformer.run_folder import RunFolder
-from transformer.runtime import bf16_pays, bf16_ratio, native_bf16, pick_device, resolve_precision, seed_everything
+from transformer.runtime import pick_device, seed_everything
 from transformer.training.keeper import CheckpointKeeper
 from transformer.training.monitor import TrainMonitor
 from transformer.training.progress import TrainingProgress
@@ -85,7 +87,7 @@ def training_batches(cfg: DictConfig, data: PreparedData) -> TrainBatches:
 
 def log_setup(model: torch.nn.Module, pairs: int, precision: str, device: torch.device, world: int) -> None:
     """One line on the model, the data and where it runs; a warning where bf16 is emulated or slower than fp32."""
-    resolved = resolve_precision(precision, device)
+    resolved = resolve(precision, "training", device.type)
     if resolved == "bf16" and not native_bf16(device.type):
         log.warning(
             "this %s has no native bf16: it runs emulated, several times slower than fp32; use "

@@ -29,13 +29,14 @@ log = logging.getLogger(__name__)
 class Scores:
     loss: float  # cross-entropy per target token, no label smoothing
     bleu: float
+    precision: str  # what the search for `bleu` ran in (decoding.precision, as the Translator ran it)
 
     @property
     def ppl(self) -> float:
         return math.exp(min(self.loss, 50))
 
     def __str__(self) -> str:
-        return f"val loss {self.loss:.3f} | ppl {self.ppl:.2f} | BLEU {self.bleu:.2f}"
+        return f"val loss {self.loss:.3f} | ppl {self.ppl:.2f} | BLEU {self.bleu:.2f} ({self.precision})"
 
 
 class Validator:
@@ -118,7 +119,7 @@ class Validator:
         for _, translated in shares:
             for row, hyp in translated:
                 hyps[row] = hyp
-        scores = Scores(total / tokens, sacrebleu.corpus_bleu(hyps, [self.ref]).score)
+        scores = Scores(total / tokens, sacrebleu.corpus_bleu(hyps, [self.ref]).score, translator.precision)
         if writer is not None:
             for name, value in (("loss", scores.loss), ("ppl", scores.ppl), ("bleu", scores.bleu)):
                 writer.add_scalar(f"val/{name}", value, step)
