@@ -19,11 +19,11 @@ from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from transformer import config
+from transformer import config, presets
 from transformer.config_checks import check_config
 from transformer.errors import UserError
 
-CONFIG_PATH = str(Path(__file__).resolve().parents[2] / "configs")
+CONFIG_PATH = presets.CONFIG_DIR
 
 SCHEMAS = {
     "prepare_schema": config.PrepareConfig,
@@ -35,6 +35,7 @@ SCHEMAS = {
     "average_schema": config.AverageConfig,
     "results_schema": config.ResultsConfig,
     "backtranslate_schema": config.BacktranslateConfig,
+    "recipe_schema": config.RecipeConfig,
 }  # the YAML files name these in their defaults lists
 
 
