@@ -6,7 +6,9 @@ A preset is composed as `+GROUP=NAME` over the schema the commands give that gro
 name), so it reads exactly as `GROUP=NAME` does on a command line; nothing opens a YAML file by its path.
 """
 
+import contextlib
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,19 @@ CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 SCHEMAS: dict[str, type] = typing.get_type_hints(TrainConfig)  # group -> its typed config: data, model, decoding, ...
 
 
+@contextlib.contextmanager
+def _hydra() -> Iterator[None]:
+    """Hydra on `configs/`: the running app's (whose config dir it is), else initialized for the call."""
+    if GlobalHydra.instance().is_initialized():
+        yield
+        return
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        yield
+
+
 def names(group: str) -> list[str]:
     """The presets of a config group, sorted: `names("decoding")` -> ["beam", "greedy", "sample"]."""
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+    with _hydra():
         return sorted(GlobalHydra.instance().config_loader().get_group_options(group))
 
 
@@ -37,7 +49,7 @@ def compose(group: str, name: str, overrides: list[str] | tuple[str, ...] = ()) 
     if name not in known:
         raise UserError(f"{name!r} names no preset in configs/{group} ({', '.join(known)})")
     try:
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        with _hydra():
             cfg = hydra_compose(overrides=[f"+{group}={name}"])
         settings = OmegaConf.from_dotlist(list(overrides))
         merged = OmegaConf.merge(OmegaConf.structured(SCHEMAS[group]), cfg[group], settings)
