@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmark_decoding import cpu_description
+from transformer.bench.timing import cpu_description
 
 COMMANDS = ("train", "prepare", "evaluate", "translate", "results", "average", "export", "backtranslate", "serve")
 
