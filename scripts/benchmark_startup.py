@@ -17,7 +17,18 @@ from pathlib import Path
 
 from transformer.bench.timing import cpu_description
 
-COMMANDS = ("train", "prepare", "evaluate", "translate", "results", "average", "export", "backtranslate", "serve")
+COMMANDS = (
+    "train",
+    "prepare",
+    "evaluate",
+    "translate",
+    "results",
+    "average",
+    "export",
+    "backtranslate",
+    "recipe",
+    "serve",
+)
 
 
 def seconds(checkout: Path, command: str) -> float:
