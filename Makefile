@@ -1,7 +1,7 @@
 # make test   - set up .venv (with the serve extra and Debian's chromium) and run the test suite
 # make train  - set up .venv and train the default model (Multi30k fr->en, small, CPU, <= 60 min)
 # make train-bt / train-st - the back-translation (fr->en) / self-training (en->fr) recipe, resumable
-#              (scripts/backtranslation_recipe.py; ARGS takes its options and training overrides)
+#              (transformer-recipe; ARGS takes its settings, e.g. finals=1 'overrides=["optim.lr=1e-3"]')
 TORCH_VERSION ?= 2.13.0
 PYTHON ?= python3
 VENV := .venv
@@ -57,12 +57,12 @@ tcmalloc:
 train: setup tcmalloc
 	LD_PRELOAD="$(TCMALLOC)" $(BIN)/transformer-train +experiment=multi30k_cpu_fren $(ARGS)
 
-# make train-bt ARGS="--finals 1 --finetune-minutes 5"; run it again to continue after an interruption
+# make train-bt ARGS="finals=1 finetune_minutes=5"; run it again to continue after an interruption
 train-bt: setup tcmalloc
-	LD_PRELOAD="$(TCMALLOC)" $(BIN)/python scripts/backtranslation_recipe.py --mode bt $(ARGS)
+	LD_PRELOAD="$(TCMALLOC)" $(BIN)/transformer-recipe mode=bt $(ARGS)
 
 train-st: setup tcmalloc
-	LD_PRELOAD="$(TCMALLOC)" $(BIN)/python scripts/backtranslation_recipe.py --mode st $(ARGS)
+	LD_PRELOAD="$(TCMALLOC)" $(BIN)/transformer-recipe mode=st $(ARGS)
 
 bench-setup: setup
 	$(BIN)/pip install --quiet -e ".[bench]"

@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 
 import torch
-from benchmark_decoding import add_workload_arguments, cpu_description, measure
-from decoding_engines import ours, search_call
 
+from transformer.bench.engines import ours, search_call
+from transformer.bench.timing import add_workload_arguments, cpu_description, measure
 from transformer.fast_inference import graphs, inference_copy
 from transformer.tokenizer import BOS_ID
 

@@ -25,11 +25,7 @@ import argparse
 import functools
 import importlib.util
 import json
-import re
-import statistics
-import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -37,8 +33,9 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
-from decoding_engines import CT2_PRECISIONS, DTYPES, Case, EngineError, Engines, Pieces, Setup, ours
 
+from transformer.bench.engines import CT2_PRECISIONS, DTYPES, Case, EngineError, Engines, Pieces, Setup, ours
+from transformer.bench.timing import ISA, add_workload_arguments, cpu_description, measure
 from transformer.config import InferencePrecision, choices
 from transformer.fast_inference import inference_copy
 from transformer.fast_inference.kernels import cpu_isa, runs
@@ -46,13 +43,6 @@ from transformer.marian_reference import SIZES, model_config
 from transformer.precision import TRANSLATED_IN, resolve
 
 PRECISIONS = ("fp32", "bf16", "int8")
-ISA = {
-    "AVX2": "avx2",
-    "AVX512F": "avx512f",
-    "AVX512_VNNI": "avx512_vnni",
-    "AVX512_BF16": "avx512_bf16",
-    "AMX": "amx_tile",
-}
 QUICK = dict(size=["small"], batch=[4, 1], src_len=6, out_len=4, vocab=64, rounds=1, latency_sentences=2)
 
 
@@ -62,36 +52,6 @@ def default_precision(device: str = "cpu") -> str:
     if device != "cpu":
         return "fp32"
     return resolve(TRANSLATED_IN, "inference", "cpu")
-
-
-def cpu_description() -> tuple[str, list[str]]:
-    """The CPU's model name and which of `ISA` it has, from /proc/cpuinfo (lscpu's output where that is missing)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        try:
-            text = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        except OSError:
-            text = ""
-    name = re.search(r"^model name\s*:\s*(.+)$", text, re.M | re.I)
-    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M | re.I)
-    have = set(flags.group(1).split()) if flags else set()
-    return (name.group(1).strip() if name else "unknown CPU"), [isa for isa, flag in ISA.items() if flag in have]
-
-
-def measure(runs: dict[str, Callable], rounds: int, device: torch.device) -> dict[str, float]:
-    """Median seconds per call, calls interleaved round by round after one warm-up each."""
-    for run in runs.values():
-        run()
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def product_gflops(rows: int, k: int, n: int, rounds: int, calls: int = 50) -> dict[str, float]:
@@ -213,15 +173,6 @@ def report(seconds: dict[Case, float], setup: Setup, args: argparse.Namespace) -
         if not case.variant
     ]
     return {"cpu": name, "records": records, "default_precision": default}
-
-
-def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of the workload both decoding benchmarks time: lengths, vocabulary, rounds, batch-1 sentences."""
-    parser.add_argument("--src-len", type=int, default=32)
-    parser.add_argument("--out-len", type=int, default=48)
-    parser.add_argument("--vocab", type=int, default=8000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--latency-sentences", type=int, default=8, help="sentences of a batch-1 call")
 
 
 def main() -> None:

@@ -23,47 +23,15 @@ import time
 from collections.abc import Callable
 
 import torch
-from benchmark_decoding import add_workload_arguments, measure
-from decoding_engines import ours, search_call
 from torch import Tensor, nn
 
+from transformer.bench.engines import ours, search_call
+from transformer.bench.int8_products import RULES, IntMM, int8_linear, ruled_searches
+from transformer.bench.timing import add_workload_arguments, measure
 from transformer.fast_inference import inference_copy
-from transformer.fast_inference.int8 import Int8Linear, quantized_weight, row_steps
-from transformer.fast_inference.kernels import QLINEAR_FROM, cpu_isa, int8_available, qlinear_available
+from transformer.fast_inference.kernels import cpu_isa, int8_available, qlinear_available
 from transformer.marian_reference import SIZES, model_config
 from transformer.tokenizer import BOS_ID
-
-# --searches: each way of choosing the kernel, as its Int8Linear.qlinear_from (None: linear_dynamic for every batch)
-# and whether one sentence's steps run int8 weights with bf16 activations (where they can: `weight_only_runs`); ours
-# is what an inference copy does: qlinear from QLINEAR_FROM sentences or hypotheses, int8 weights for one sentence
-RULES = {
-    "linear_dynamic": (None, False),
-    "qlinear": (0, False),
-    "ours": (QLINEAR_FROM, True),
-}
-
-
-class IntMM(nn.Module):
-    """x·Wᵀ + b through `torch._int_mm` on a plain int8 weight."""
-
-    def __init__(self, linear: nn.Linear):
-        super().__init__()
-        weight = quantized_weight(linear.weight)  # as ours: int8 values, one scale a row
-        self.w_int8 = weight.int_repr().t().contiguous()  # (K, N)
-        self.w_scale = weight.q_per_channel_scales().float()  # (N,)
-        self.bias = linear.bias.detach()
-
-    def forward(self, x: Tensor) -> Tensor:
-        steps, scale = row_steps(x)
-        y = torch._int_mm(steps.round_().to(torch.int8), self.w_int8)  # (N, out) int32
-        return torch.addcmul(self.bias, y.float(), scale * self.w_scale)
-
-
-def int8_linear(linear: nn.Linear, qlinear: bool) -> Int8Linear:
-    """Our int8 product of `linear`, through qlinear (or linear_dynamic) whatever the rows."""
-    product = Int8Linear.of(linear)
-    product.qlinear_from = 0 if qlinear else None
-    return product
 
 
 def microseconds(product: Callable[[Tensor], Tensor], x: Tensor, rounds: int, calls: int = 50) -> float:
@@ -99,20 +67,6 @@ def compare_products(args: argparse.Namespace) -> None:
             cells = " | ".join(f"{us[key]:.1f} ({err[key]:.4f})" for key in kernels)
             ratios = f"{us['qlinear'] / us['dynamic']:.2f} | {us['int_mm'] / us['dynamic']:.2f}"
             print(f"| {rows} | {name} {k}×{n} | {cells} | {ratios} |")
-
-
-def ruled_searches(model: nn.Module, rule: tuple[int | None, bool], search: Callable, batches: tuple) -> Callable:
-    """A run of `search(model, src)` over `batches`, every int8 product of `model` choosing its kernel by `rule`
-    (`Int8Linear.qlinear_from`, and whether it may run `weight_only_product`)."""
-    products = [m for m in model.modules() if isinstance(m, Int8Linear)]
-
-    def run() -> list:
-        qlinear_from, weight_only = rule
-        for product in products:
-            product.qlinear_from, product.weight_only = qlinear_from, weight_only and product.weight_only_runs()
-        return [search(model, src) for src in batches]
-
-    return run
 
 
 def compare_searches(args: argparse.Namespace) -> None:

@@ -15,9 +15,20 @@ import sys
 import time
 from pathlib import Path
 
-from benchmark_decoding import cpu_description
+from transformer.bench.timing import cpu_description
 
-COMMANDS = ("train", "prepare", "evaluate", "translate", "results", "average", "export", "backtranslate", "serve")
+COMMANDS = (
+    "train",
+    "prepare",
+    "evaluate",
+    "translate",
+    "results",
+    "average",
+    "export",
+    "backtranslate",
+    "recipe",
+    "serve",
+)
 
 
 def seconds(checkout: Path, command: str) -> float:

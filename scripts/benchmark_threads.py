@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 
 import torch
-from benchmark_serve import DEFAULT_FILE, read_sentences
 
+from transformer.bench.serving import DEFAULT_FILE, read_sentences
 from transformer.checkpoint import load_checkpoint
 from transformer.config import DecodingConfig
 from transformer.translator import Translator

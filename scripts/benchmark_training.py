@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 
 import torch
-from profile_decoding import operator_table
 
 from transformer.batching import collate
+from transformer.bench.timing import operator_table
 from transformer.loss import loss_sum
 from transformer.marian_reference import SIZES, marian, marian_loss, model_config
 from transformer.model import Transformer

@@ -4,7 +4,7 @@ translates and writes `chunk_lines` lines at a time.
     python scripts/benchmark_translate_memory.py                          # 10,000 and 100,000 lines
     python scripts/benchmark_translate_memory.py --lines 1000 10000 --chunk-lines 500
 
-A tiny random model (tests/serving.py's `write_checkpoint`) translates generated lines greedily with at most two
+A tiny random model (`transformer.bench.tiny.write_checkpoint`) translates generated lines greedily with at most two
 output tokens a line (decoding.max_len_a=0, max_len_b=2), so that the run measures the command, not the model. The
 peak is the process's VmHWM in /proc/PID/status, polled until it ends. Run it alone: it takes a CPU for minutes.
 """
@@ -17,10 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from transformer.bench.tiny import WORDS_FR, write_checkpoint
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from tests.conftest import WORDS_FR  # noqa: E402
-from tests.serving import write_checkpoint  # noqa: E402
 
 
 def peak_rss_mib(command: list[str]) -> tuple[float, float]:

@@ -29,8 +29,8 @@ import matplotlib.pyplot as plt
 import sacrebleu
 import torch
 from omegaconf import OmegaConf
-from plot_curves import plot, read_scalars
 
+from transformer.bench.curves import plot, read_scalars
 from transformer.checkpoint import load_checkpoint
 from transformer.config import DecodingConfig
 from transformer.corpus import fetch

@@ -17,45 +17,15 @@ by kernel launches and Python, not by the GPU.
 import argparse
 import cProfile
 import pstats
-import time
 
 import torch
-from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
 
+from transformer.bench.timing import operator_table
 from transformer.config import InferencePrecision, choices
 from transformer.decoding import SearchOptions, search
 from transformer.fast_inference import inference_copy
 from transformer.marian_reference import SIZES, model_config
 from transformer.model import Transformer
-
-
-def operator_table(run, top: int, cuda: bool, by_device: bool = False) -> None:
-    """Each operator's self CPU time (and, on a GPU, its device time) as a share of one call's wall time.
-
-    With `by_device`, the GPU's kernels instead, by their time on it (what bounds a GPU-bound call)."""
-    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
-    with profile(activities=activities) as prof:
-        start = time.perf_counter()
-        run()
-        if cuda:
-            torch.cuda.synchronize()
-        wall_us = (time.perf_counter() - start) * 1e6
-    events = prof.key_averages()
-    kernels = [e for e in events if e.device_type == DeviceType.CUDA]  # an operator's device time repeats these
-    if by_device:
-        rows, name = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True), "kernel"
-    else:
-        rows, name = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True), "operator"
-    print(f"{name:40} {'calls':>7} {'share':>7}" + (f" {'on GPU':>7}" if cuda else ""))
-    for event in rows[:top]:
-        gpu = f" {event.self_device_time_total / wall_us:7.1%}" if cuda else ""
-        print(f"{event.key[:40]:40} {event.count:7} {event.self_cpu_time_total / wall_us:7.1%}{gpu}")
-    in_ops = sum(e.self_cpu_time_total for e in events)
-    print(f"{'all operators':40} {'':7} {in_ops / wall_us:7.1%}  (the rest: Python and dispatch)")
-    if cuda:
-        busy = sum(e.self_device_time_total for e in kernels)
-        print(f"{'GPU busy':40} {'':7} {busy / wall_us:7.1%}  of the wall time (the rest: launches and Python)")
 
 
 def python_table(run, top: int) -> None:

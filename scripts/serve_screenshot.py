@@ -6,14 +6,11 @@ Needs the serve extra, playwright (the dev extra) and Debian's Chromium (`make b
 """
 
 import argparse
-import sys
 from pathlib import Path
 
-from benchmark_serve import start_server
 from playwright.sync_api import sync_playwright
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.serving import CHROMIUM, CHROMIUM_ARGS, DRAWN  # noqa: E402
+from transformer.bench.serving import CHROMIUM, CHROMIUM_ARGS, DRAWN, start_server
 
 TEXT = "Un homme avec un chapeau orange regarde quelque chose. Deux chiens jouent dans la neige."
 

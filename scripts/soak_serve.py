@@ -25,11 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
-from benchmark_serve import DEFAULT_FILE, RawClient, add_server_options, percentile, read_sentences, start_server
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from transformer.bench.serving import (  # noqa: E402
+    DEFAULT_FILE,
+    RawClient,
+    add_server_options,
+    percentile,
+    read_sentences,
+    start_server,
+)
 from transformer.files import atomic_write, atomic_write_text  # noqa: E402
 
 

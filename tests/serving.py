@@ -2,7 +2,6 @@
 
 import contextlib
 import dataclasses
-import shutil
 import socket
 import threading
 import time
@@ -10,30 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
-from tests.conftest import WORDS_EN, WORDS_FR
-from transformer.checkpoint import save_checkpoint
-from transformer.config import DecodingConfig, ModelConfig, RNNConfig, ServeSettings, TokenizerConfig
-from transformer.factory import build_model
+from transformer.bench.tiny import write_checkpoint  # noqa: F401 (the tests import it from here)
+from transformer.config import DecodingConfig, ServeSettings
 from transformer.loading import load
-from transformer.tokenizer import Tokenizer, train_sentencepiece
 from transformer.translator import Translator
 
 DEFAULTS = DecodingConfig(strategy="beam", beam_size=3, max_len_b=6)
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
-# Without the background-networking flags Chromium tries to reach the internet, which a closed network refuses.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-DRAWN = "document.getElementById('heatmap').dataset.title"
 
 
 def offline(service, sentences: list[str], **settings) -> list[str]:
@@ -46,34 +28,6 @@ def offline_ids(service, sentence: str, **settings) -> list[int]:
     """The best hypothesis' token ids for `sentence`, searched offline as `offline` does."""
     cfg = dataclasses.replace(service.defaults, **settings)
     return Translator(service.model, service.tokenizer, cfg).search([sentence])[0][1][0].tokens
-
-
-def write_checkpoint(
-    path: Path, family: str = "transformer", seed: int = 0, d_model: int = 32, tags: tuple[str, ...] = (), **meta
-) -> Path:
-    """A random tiny model (a Transformer, or Bahdanau's RNN) with a joint SentencePiece vocabulary of the test
-    words (and corpus `tags`): fast, deterministic; `meta` (default step=7) goes into the file."""
-    sentences = [" ".join(WORDS_FR[i:] + WORDS_EN[:i]) for i in range(len(WORDS_FR))] * 5
-    proto = train_sentencepiece(iter(sentences), TokenizerConfig(vocab_size=60), tags)
-    tokenizer = Tokenizer(proto, proto)
-    rnn = RNNConfig(embedding_dim=16, encoder_hidden=16, decoder_hidden=32, attention_dim=16)
-    cfg = ModelConfig(
-        family=family,
-        d_model=d_model,
-        n_heads=4,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        d_ff=64,
-        dropout=0.0,
-        max_positions=64,
-        rnn=rnn,
-    )
-    torch.manual_seed(seed)
-    model = build_model(cfg, tokenizer).eval()
-    save_checkpoint(
-        path, model, tokenizer, OmegaConf.create({"model": dataclasses.asdict(cfg)}), **(meta or {"step": 7})
-    )
-    return path
 
 
 @contextlib.contextmanager

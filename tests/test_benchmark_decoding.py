@@ -13,17 +13,6 @@ from transformer.precision import TRANSLATED_IN, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD_KEYS = {"engine", "precision", "size", "strategy", "batch", "sent_per_s"}
-PATHS = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "scripts"), os.environ.get("PYTHONPATH")]))
-
-
-def test_the_default_precision_is_the_cpu_choice_on_cpu_and_fp32_on_a_gpu():
-    translated = resolve(TRANSLATED_IN, "inference", "cpu")
-    code = "import benchmark_decoding as b; print(b.default_precision('cpu'), b.default_precision('cuda'))"
-    run = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": PATHS}
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split() == [translated, "fp32"]
 
 
 @pytest.mark.slow  # a process per engine

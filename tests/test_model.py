@@ -60,13 +60,11 @@ def test_attention_is_plain_linear_layers_without_a_key_bias():
 
 
 def test_model_yaml_files_build_what_they_say():
-    from omegaconf import OmegaConf
-
+    from transformer import presets
     from transformer.config import ModelConfig
 
     def size(name):
-        cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.load(f"configs/model/{name}.yaml"))
-        return Transformer(8000, 8000, ModelConfig(**cfg), joint_vocab=True)
+        return Transformer(8000, 8000, presets.compose("model", name), joint_vocab=True)
 
     small, base = size("small"), size("base")
     assert small.config == ModelConfig()  # small is the defaults

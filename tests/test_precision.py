@@ -1,6 +1,5 @@
 """Inference precision (`decoding.precision`): fp32 exact, bf16 and int8 close to it, every parity kept."""
 
-import importlib.util
 import json
 import logging
 import subprocess
@@ -16,7 +15,8 @@ from tests.conftest import fit, tiny_model
 from tests.test_config import make
 from transformer import hardware
 from transformer.batching import collate
-from transformer.cli import CONFIG_PATH
+from transformer.bench import int8_products
+from transformer.bench.engines import search_call
 from transformer.cli.evaluate import decoding_label
 from transformer.config import DecodingConfig
 from transformer.config_checks import check_config
@@ -316,7 +316,7 @@ def test_the_commands_that_translate_for_a_user_default_to_auto(command):
 def test_validation_evaluate_and_results_score_in_one_precision_by_default():
     """One checkpoint, split and search give one BLEU: what scores decodes in fp32 unless told otherwise."""
     scored = {make("train").decoding.precision, make("evaluate").decoding.precision, DecodingConfig.precision}
-    assert scored | {decoding(preset, Path(CONFIG_PATH)).precision for preset in ("greedy", "beam")} == {SCORED_IN}
+    assert scored | {decoding(preset).precision for preset in ("greedy", "beam")} == {SCORED_IN}
     assert SCORED_IN == "fp32"
     assert make("evaluate", ["decoding.precision=int8"]).decoding.precision == "int8"
 
@@ -380,21 +380,6 @@ def run_script(name: str, *args: str, cwd: str) -> dict:
 
 
 @pytest.mark.slow
-def test_precision_bleu_scores_each_precision_and_compute_type(cli_setup):
-    run = cli_setup["ckpt"].removeprefix("checkpoint=")
-    summary = run_script("precision_bleu.py", run, "--split", "toy", "--batch", "1", cwd=cli_setup["tmp"])
-    records = summary["records"]
-    assert summary["batch"] == 1  # one sentence at a time: int8's own kernel, where the CPU has it
-    cells = {(r["engine"], r["precision"], r["strategy"]) for r in records}
-    native = [p for p in PRECISIONS if kernels.runs(p) == p]
-    expected = {("ours", p, s) for p in native for s in ("greedy", "beam")}
-    if importlib.util.find_spec("ctranslate2"):
-        expected |= {("ctranslate2", c, s) for c in ("float32", "int8") for s in ("greedy", "beam")}
-    assert cells == expected and len(records) == len(cells)
-    assert all(0 <= r["bleu"] <= 100 and r["sent_per_s"] > 0 for r in records)
-
-
-@pytest.mark.slow
 def test_precision_layers_scores_int8_in_each_layer_kind(cli_setup):
     run = cli_setup["ckpt"].removeprefix("checkpoint=")
     rows = run_script("precision_layers.py", run, "--split", "toy", "--rounds", "1", cwd=cli_setup["tmp"])["rows"]
@@ -403,20 +388,16 @@ def test_precision_layers_scores_int8_in_each_layer_kind(cli_setup):
     assert all(0 <= r["greedy_same"] <= 1 and r["token_shift"] <= r["token_shift_max"] for r in rows)
 
 
-def int8_benchmark(monkeypatch):
-    """scripts/benchmark_int8_products.py as a module (its sibling scripts importable), where it runs."""
+def int8_benchmark():
+    """The products scripts/benchmark_int8_products.py compares (`transformer.bench.int8_products`), where they run."""
     if not kernels.qlinear_available():
         pytest.skip("the benchmark needs oneDNN's qlinear with VNNI")
-    monkeypatch.syspath_prepend(str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location("benchmark_int8_products", SCRIPTS / "benchmark_int8_products.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return int8_products
 
 
 @needs_x86
-def test_the_products_of_the_int8_benchmark_agree_with_each_other_and_fp32(monkeypatch):
-    module = int8_benchmark(monkeypatch)
+def test_the_products_of_the_int8_benchmark_agree_with_each_other_and_fp32():
+    module = int8_benchmark()
     torch.manual_seed(0)
     linear, x = torch.nn.Linear(64, 48), torch.randn(6, 64)
     with torch.inference_mode():
@@ -429,13 +410,13 @@ def test_the_products_of_the_int8_benchmark_agree_with_each_other_and_fp32(monke
 
 
 @needs_x86
-def test_the_int8_benchmark_times_each_search_with_the_kernel_its_rule_names(monkeypatch):
-    module = int8_benchmark(monkeypatch)
+def test_the_int8_benchmark_times_each_search_with_the_kernel_its_rule_names():
+    module = int8_benchmark()
     torch.manual_seed(0)
     model = inference_copy(tiny_model(vocab=30), "int8")
     products = [m for m in model.modules() if isinstance(m, Int8Linear)]
     batches = torch.randint(3, 30, (5, 5)).split([2, 2, 1])
-    search = module.search_call("greedy", bos_id=1, eos_id=2, max_len=6)
+    search = search_call("greedy", bos_id=1, eos_id=2, max_len=6)
     dynamic_rule, qlinear_rule, ours_rule = module.RULES.values()
     with torch.inference_mode():
         dynamic = module.ruled_searches(model, dynamic_rule, search, batches)()

@@ -1,7 +1,6 @@
-"""scripts/backtranslation_recipe.py: the stages run in order, finished ones are skipped, an interrupted one resumes."""
+"""transformer-recipe: the stages run in order, finished ones are skipped, an interrupted one resumes."""
 
 import gzip
-import importlib.util
 import json
 import os
 import shlex
@@ -15,15 +14,23 @@ from hydra import compose, initialize_config_dir
 
 from tests.conftest import write_corpus
 from transformer.cli import CONFIG_PATH
+from transformer.config import RecipeConfig
+from transformer.recipe import plan, run
 
 ROOT = Path(__file__).parents[1]
-SCRIPT = ROOT / "scripts" / "backtranslation_recipe.py"
 STAGES = ["reverse", "synthetic", "final", "finetune", "average", "results"]
 
 
 def recipe(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300)
+    command = [sys.executable, "-m", "transformer.cli.recipe", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+
+def listed(key: str, values: list) -> str:
+    """A list setting as one override, each value quoted and its interpolations escaped: key=["a=1","${x}"]."""
+    quoted = ",".join('"' + str(value).replace("${", "\\${") + '"' for value in values)
+    return f"{key}=[{quoted}]"
 
 
 def toy_overrides(tmp: Path) -> list[str]:
@@ -54,9 +61,9 @@ def pipeline(tmp_path_factory) -> dict:
     its fine-tuning)."""
     tmp = tmp_path_factory.mktemp("recipe")
     _, mono = write_corpus(tmp, "mono", 60, seed=9)
-    common = ["--parent", str(tmp / "bt"), "--decoding", "greedy", "--average", "3", *toy_overrides(tmp)]
-    common += ["--mono", str(mono)]
-    args = ["--finals", "1", "--finetune-minutes", "1", *common]
+    common = [f"parent={tmp / 'bt'}", "synthetic_decoding=greedy", "average=3", listed("overrides", toy_overrides(tmp))]
+    common += [listed("mono", [mono])]
+    args = ["finals=1", "finetune_minutes=1", *common]
     return {"parent": tmp / "bt", "args": args, "common": common, "first": recipe(*args)}
 
 
@@ -111,14 +118,14 @@ def test_an_interrupted_training_stage_resumes(pipeline):
 @pytest.mark.slow
 def test_a_rerun_with_other_settings_redoes_only_what_keeps_no_state(pipeline):
     parent = pipeline["parent"]
-    averaged = recipe(*pipeline["args"], "--average", "2")  # the averaging and the results change, nothing else
+    averaged = recipe(*pipeline["args"], "average=2")  # the averaging and the results change, nothing else
     assert averaged.returncode == 0, averaged.stderr
     lines = {line.split()[1].rstrip(":"): line for line in averaged.stdout.splitlines() if line.startswith("[")}
     assert all("skipped" in lines[stage] for stage in STAGES[:4])
     assert all(" done in " in lines[stage] for stage in ("average", "results"))
     assert (parent / "finetune" / "checkpoints" / "avg_last2.safetensors").is_file()
     before = {stage: (parent / f"{stage}.done").stat().st_mtime_ns for stage in STAGES}
-    reweighted = recipe(*pipeline["args"], "--average", "2", "--weight", "0.5")  # final/ was trained at weight 0.25
+    reweighted = recipe(*pipeline["args"], "average=2", "weight=0.5")  # final/ was trained at weight 0.25
     assert reweighted.returncode == 2 and reweighted.stderr.count("\n") == 1
     assert reweighted.stderr.startswith("error: stage final was finished with other settings")
     assert {stage: (parent / f"{stage}.done").stat().st_mtime_ns for stage in STAGES} == before
@@ -127,7 +134,7 @@ def test_a_rerun_with_other_settings_redoes_only_what_keeps_no_state(pipeline):
 @pytest.mark.slow
 def test_a_second_final_model_reuses_the_finished_stages_and_is_ensembled(pipeline):
     parent = pipeline["parent"]  # final/ ran for 58.5 minutes (at most): two finals in 117 minutes keep it
-    two = recipe(*pipeline["common"], "--finals", "2", "--final-minutes", "117")
+    two = recipe(*pipeline["common"], "finals=2", "final_minutes=117")
     assert two.returncode == 0, two.stderr
     lines = {line.split()[1].rstrip(":"): line for line in two.stdout.splitlines() if line.startswith("[")}
     assert list(lines) == ["reverse", "synthetic", "final", "final2", "average", "average2", "results"]
@@ -144,7 +151,8 @@ def test_a_second_final_model_reuses_the_finished_stages_and_is_ensembled(pipeli
 def test_a_failed_stage_stops_the_pipeline_with_one_error_line(tmp_path):
     _, mono = write_corpus(tmp_path, "mono", 5, seed=9)
     parent = tmp_path / "bt"
-    result = recipe("--parent", str(parent), *toy_overrides(tmp_path), "trainer.no_such=1", "--mono", str(mono))
+    overrides = listed("overrides", [*toy_overrides(tmp_path), "trainer.no_such=1"])
+    result = recipe(f"parent={parent}", overrides, listed("mono", [mono]))
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and result.stderr.startswith("error: stage reverse failed")
     assert str(tmp_path / "bt" / "reverse.log") in result.stderr
@@ -153,8 +161,8 @@ def test_a_failed_stage_stops_the_pipeline_with_one_error_line(tmp_path):
 
 def test_dry_run_prints_each_stage_command_and_runs_nothing(tmp_path):
     parent = tmp_path / "st"
-    options = ["--finetune-minutes", "5", "--average", "3", "--dry-run", "model=tiny"]
-    result = recipe("--mode", "st", "--parent", str(parent), *options)
+    options = ["finetune_minutes=5", "average=3", "dry_run=true", listed("overrides", ["model=tiny"])]
+    result = recipe("mode=st", f"parent={parent}", *options)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == [
@@ -173,8 +181,8 @@ def test_dry_run_prints_each_stage_command_and_runs_nothing(tmp_path):
 
 
 def test_the_final_stage_has_its_own_experiment_and_the_fine_tuning_make_trains(tmp_path):
-    options = ["--finals", "1", "--finetune-minutes", "10", "--noise", "0.1"]
-    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", *options, "trainer.seed=7")
+    options = ["finals=1", "finetune_minutes=10", "noise=0.1"]
+    result = recipe(f"parent={tmp_path / 'bt'}", "dry_run=true", *options, listed("overrides", ["trainer.seed=7"]))
     assert result.returncode == 0, result.stderr
     commands = {line.split(":")[0].split()[1]: line for line in result.stdout.splitlines()}
     assert "+experiment=multi30k_cpu_enfr " in commands["reverse"]
@@ -187,7 +195,8 @@ def test_the_final_stage_has_its_own_experiment_and_the_fine_tuning_make_trains(
 def test_by_default_bt_ensembles_two_finals_in_58_5_minutes_with_their_own_seeds_st_trains_one_for_55(tmp_path):
     stages = {}
     for mode in ("bt", "st"):
-        result = recipe("--mode", mode, "--parent", str(tmp_path / mode), "--dry-run", "trainer.seed=7")
+        seed = listed("overrides", ["trainer.seed=7"])
+        result = recipe(f"mode={mode}", f"parent={tmp_path / mode}", "dry_run=true", seed)
         assert result.returncode == 0, result.stderr
         lines = result.stdout.splitlines()
         stages[mode] = {line.split(":")[0].split()[1]: line for line in lines if line.startswith("[")}
@@ -205,9 +214,10 @@ def test_by_default_bt_ensembles_two_finals_in_58_5_minutes_with_their_own_seeds
 
 
 def test_each_final_model_composes_with_its_own_seed_whatever_the_overrides_say(tmp_path):
-    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", "trainer.seed=7")
+    result = recipe(f"parent={tmp_path / 'bt'}", "dry_run=true", listed("overrides", ["trainer.seed=7"]))
     assert result.returncode == 0, result.stderr
-    commands = {line.split(":")[0].split()[1]: line.split(": ", 1)[1] for line in result.stdout.splitlines()}
+    lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    commands = {line.split(":")[0].split()[1]: line.split(": ", 1)[1] for line in lines}
     seeds = []
     for name in ("final", "final2"):  # Hydra applies repeated overrides in order: the last one holds
         overrides = [o for o in shlex.split(commands[name])[1:] if not o.startswith("hydra.")]
@@ -217,27 +227,24 @@ def test_each_final_model_composes_with_its_own_seed_whatever_the_overrides_say(
 
 
 def test_fine_tuning_with_several_finals_is_one_error_line(tmp_path):
-    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", "--finetune-minutes", "5")
+    result = recipe(f"parent={tmp_path / 'bt'}", "dry_run=true", "finetune_minutes=5")
     assert result.returncode == 2
-    assert result.stderr.startswith("error: --finetune-minutes") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: finetune_minutes") and result.stderr.count("\n") == 1
 
 
 def test_a_missing_mono_file_is_one_error_line(tmp_path):
-    result = recipe("--dry-run", "--mono", str(tmp_path / "nothing.en"), "model=tiny")
+    result = recipe("dry_run=true", listed("mono", [tmp_path / "nothing.en"]), listed("overrides", ["model=tiny"]))
     assert result.returncode == 2
-    assert result.stderr.startswith("error: --mono") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: mono") and result.stderr.count("\n") == 1
 
 
 def test_task2_files_are_copied_from_the_shared_folder(tmp_path):
-    spec = importlib.util.spec_from_file_location("backtranslation_recipe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     shared = tmp_path / "shared" / "multi30k_task2"
     shared.mkdir(parents=True)
-    for k, name in enumerate(module.TASK2_FILES):
+    for k, name in enumerate(plan.TASK2_FILES):
         (shared / name).write_bytes(gzip.compress(f"caption {k}\n".encode()))
-    module.fetch_task2(tmp_path / "data", str(tmp_path / "shared"))
-    copies = module.task2_files(tmp_path / "data")
+    plan.fetch_task2(tmp_path / "data", str(tmp_path / "shared"))
+    copies = plan.task2_files(tmp_path / "data")
     assert [path.read_bytes() for path in copies] == [(shared / path.name).read_bytes() for path in copies]
 
 
@@ -254,12 +261,12 @@ def en_fr_checkpoint(run_dir: Path, steps: int) -> None:
 
 @pytest.mark.parametrize("steps, finals", [(1667, ["final"]), (3784, ["final"]), (5985, ["final", "final2"])])
 def test_finals_auto_trains_one_model_after_a_slow_en_fr_stage_two_after_a_fast_one(tmp_path, steps, finals):
-    """The en->fr stage's steps a minute settle --finals auto: half of the budget gives 1,400 steps on the slow Zen 3
+    """The en->fr stage's steps a minute settle finals=auto: half of the budget gives 1,400 steps on the slow Zen 3
     measured and 3,200 on the Zen 4 (one model won on val on both), 5,000 on the Zen 5 (the ensemble of two won)."""
     parent = tmp_path / "bt"
     en_fr_checkpoint(parent / "reverse", steps)
     (parent / "reverse.done").write_text(json.dumps({"command": ["transformer-train"]}))
-    result = recipe("--parent", str(parent), "--dry-run")
+    result = recipe(f"parent={parent}", "dry_run=true")
     assert result.returncode == 0, result.stderr
     names = [line.split(":")[0].split()[1] for line in result.stdout.splitlines()]
     assert [name for name in names if name.startswith("final")] == finals and names[-1] == "results"
@@ -270,11 +277,8 @@ def test_finals_auto_trains_one_model_after_a_slow_en_fr_stage_two_after_a_fast_
 
 
 def test_the_run_replans_after_the_en_fr_stage_and_says_why_the_stage_count_changed(tmp_path, capsys, monkeypatch):
-    """Before en->fr has run, --finals auto plans two finals; a slow en->fr stage leaves one, and a plan line says so
+    """Before en->fr has run, finals=auto plans two finals; a slow en->fr stage leaves one, and a plan line says so
     before the next stage runs (the stages themselves are recorded, not run)."""
-    spec = importlib.util.spec_from_file_location("backtranslation_recipe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     _, mono = write_corpus(tmp_path, "mono", 5, seed=3)
     parent, ran = tmp_path / "bt", []
 
@@ -286,11 +290,11 @@ def test_the_run_replans_after_the_en_fr_stage_and_says_why_the_stage_count_chan
         if stage.name == "results":
             (parent / "results.md").write_text("Chosen on val: final\n")
 
-    monkeypatch.setattr(module, "run_stage", record)
-    module.main(["--parent", str(parent), "--mono", str(mono)])
+    monkeypatch.setattr(run, "run_stage", record)
+    run.run(plan.settled(RecipeConfig(parent=str(parent), mono=[str(mono)])))
     assert ran == ["[1/5] reverse", "[2/4] synthetic", "[3/4] final", "[4/4] results"]
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "plan: 4 stages now (--finals auto: en->fr made 48 steps a minute)"
+    assert out[0] == "plan: 4 stages now (finals=auto: en->fr made 48 steps a minute)"
     assert out[1] == "Chosen on val: final"
 
 
@@ -303,15 +307,15 @@ def shared_tatoeba(tmp: Path) -> Path:
 
 @pytest.mark.slow
 def test_a_warm_start_trains_en_fr_both_ways_and_the_final_starts_from_its_weights(tmp_path):
-    """--warm-start: reverse/ learns both directions (its prepared data holds each corpus reversed too), and final/
-    starts from it (keeping its vocabulary), here with Tatoeba as a third corpus (--tatoeba)."""
+    """warm_start=true: reverse/ learns both directions (its prepared data holds each corpus reversed too), and final/
+    starts from it (keeping its vocabulary), here with Tatoeba as a third corpus (tatoeba=W)."""
     from transformer.checkpoint import load_checkpoint
 
     _, mono = write_corpus(tmp_path, "mono", 30, seed=9)
     parent = tmp_path / "bt"
-    tatoeba = ["--tatoeba", "0.5", "--shared-dir", str(shared_tatoeba(tmp_path))]
-    args = ["--parent", str(parent), "--warm-start", "--finals", "1", *tatoeba, *toy_overrides(tmp_path)]
-    args += ["--mono", str(mono)]
+    tatoeba = ["tatoeba=0.5", f"shared_dir={shared_tatoeba(tmp_path)}"]
+    args = [f"parent={parent}", "warm_start=true", "finals=1", *tatoeba, listed("overrides", toy_overrides(tmp_path))]
+    args += [listed("mono", [mono])]
     result = recipe(*args)
     assert result.returncode == 0, result.stderr + result.stdout
     commands = json.loads((parent / "pipeline.json").read_text())["stages"]
@@ -335,8 +339,8 @@ def test_tatoeba_joins_only_the_final_runs_in_their_direction_at_its_weight(tmp_
     shared = shared_tatoeba(tmp_path)
     finals = {}
     for mode in ("bt", "st"):
-        options = ["--finals", "1", "--finetune-minutes", "10", "--tatoeba", "0.05", "--shared-dir", str(shared)]
-        result = recipe("--mode", mode, "--parent", str(tmp_path / mode), "--dry-run", *options)
+        options = ["finals=1", "finetune_minutes=10", "tatoeba=0.05", f"shared_dir={shared}"]
+        result = recipe(f"mode={mode}", f"parent={tmp_path / mode}", "dry_run=true", *options)
         assert result.returncode == 0, result.stderr
         commands = {line.split(":")[0].split()[1]: line.split(": ", 1)[1] for line in result.stdout.splitlines()}
         assert all("extra_train.tatoeba" not in commands[name] for name in commands if name != "final")
@@ -350,12 +354,12 @@ def test_tatoeba_joins_only_the_final_runs_in_their_direction_at_its_weight(tmp_
 
 @pytest.mark.parametrize("weight", ["0.1", "-1"])
 def test_tatoeba_without_its_files_or_with_a_negative_weight_is_one_error_line(tmp_path, weight):
-    result = recipe("--dry-run", "--tatoeba", weight, "--shared-dir", str(tmp_path / "nothing"))
+    result = recipe("dry_run=true", f"tatoeba={weight}", f"shared_dir={tmp_path / 'nothing'}")
     assert result.returncode == 2
-    assert result.stderr.startswith("error: --tatoeba") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: tatoeba") and result.stderr.count("\n") == 1
 
 
 def test_a_warm_start_with_a_tag_is_one_error_line(tmp_path):
-    result = recipe("--parent", str(tmp_path / "bt"), "--dry-run", "--warm-start", "--tag", "bt")
+    result = recipe(f"parent={tmp_path / 'bt'}", "dry_run=true", "warm_start=true", "tag=bt")
     assert result.returncode == 2
-    assert result.stderr.startswith("error: --warm-start") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: warm_start") and result.stderr.count("\n") == 1

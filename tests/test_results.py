@@ -12,18 +12,16 @@ from omegaconf import OmegaConf
 
 from tests.conftest import WORDS_EN, WORDS_FR
 from transformer import results
-from transformer.cli import CONFIG_PATH
 from transformer.config import DataConfig, DecodingConfig
 from transformer.errors import UserError
 from transformer.results import decoding, samples
 
 BIN = Path(sys.executable).parent
-CONFIGS = Path(CONFIG_PATH)
 
 
 def test_a_preset_with_overrides():
-    beam = decoding("beam", CONFIGS)
-    tuned = decoding("beam:beam_size=3,length_penalty=0.6", CONFIGS)
+    beam = decoding("beam")
+    tuned = decoding("beam:beam_size=3,length_penalty=0.6")
     assert isinstance(tuned, DecodingConfig) and tuned.strategy == beam.strategy == "beam"
     assert (tuned.beam_size, tuned.length_penalty) == (3, 0.6)
     assert tuned.max_len_a == beam.max_len_a
@@ -32,7 +30,7 @@ def test_a_preset_with_overrides():
 @pytest.mark.parametrize(("spec", "message"), [("nope", "names no preset"), ("beam:beam_sise=3", "beam_sise")])
 def test_a_bad_decoding_is_a_user_error(spec, message):
     with pytest.raises(UserError, match=message):
-        decoding(spec, CONFIGS)
+        decoding(spec)
 
 
 @pytest.mark.parametrize("n", [0, 1, 4, 5, 10])
@@ -65,7 +63,7 @@ def test_extra_test_sets_in_the_same_direction(tmp_path):
 
 
 def test_the_report_names_the_model_val_chooses():
-    report = results.Report({"beam": decoding("beam", CONFIGS), "greedy": decoding("greedy", CONFIGS)}, 0)
+    report = results.Report({"beam": decoding("beam"), "greedy": decoding("greedy")}, 0)
     report.bleu = {
         "beam": {"a": {"t16": 50.0, "val": 51.0}, "b": {"t16": 49.0, "val": 52.5}, "c": {"t16": 55.0, "val": 40.0}},
         "greedy": {"a": {"t16": 48.0, "val": 50.0}, "b": {"t16": 47.0, "val": 49.0}},

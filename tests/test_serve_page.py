@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: pip install -e '.[dev,serve]'")
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (the dev extra)")
 
-from tests.serving import CHROMIUM, CHROMIUM_ARGS, DRAWN, offline, offline_ids, running_server, write_checkpoint  # noqa: E402
+from tests.serving import offline, offline_ids, running_server, write_checkpoint  # noqa: E402
+from transformer.bench.serving import CHROMIUM, CHROMIUM_ARGS, DRAWN  # noqa: E402
 
 
 def painted_cells(page) -> int:

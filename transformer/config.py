@@ -27,6 +27,7 @@ Engine = Literal["pytorch", "ctranslate2"]
 ExportFormat = Literal["ctranslate2", "marian"]
 Quantization = Literal[QUANTIZATIONS]
 TestScope = Literal["all", "chosen"]
+RecipeMode = Literal["bt", "st"]
 
 CHUNK_LINES = 2000  # lines that transformer-translate and transformer-backtranslate translate and write at a time
 
@@ -421,3 +422,29 @@ class BacktranslateConfig:
     progress: bool | None = None  # lines/s bar on stderr; None: when stderr is a terminal
     device: str = "auto"
     decoding: DecodingConfig = field(default_factory=user_decoding)
+
+
+@dataclass
+class RecipeConfig:
+    """`transformer-recipe`: the back-translation (bt, fr->en) or self-training (st, en->fr) recipe, its stages in
+    PARENT (transformer/recipe/). A setting left None takes its mode's value (`recipe.plan.MODES`)."""
+
+    mode: str = choice(RecipeMode, "bt")  # bt: back-translation for fr->en; st: self-training for en->fr
+    parent: str | None = None  # the stages' folder; None: outputs/train_MODE
+    enfr_minutes: float = 35  # the en->fr model's budget (reverse/ or teacher/)
+    final_minutes: float | None = None  # the final training's budget, shared by its models
+    finals: str | None = None  # final models trained one after another and ensembled: a number, or auto
+    finetune_minutes: float = 0  # fine-tune final/ on Multi30k alone for this long; 0 = no (chosen on val)
+    synthetic_decoding: str | None = None  # the configs/decoding preset the synthetic side is decoded with
+    warm_start: bool = False  # the finals start from the en->fr stage's weights (trainer.init_from); bt: both ways
+    tag: str = ""  # a tag for the synthetic corpus, e.g. bt (default: none, chosen on val)
+    weight: float = 0.25  # the synthetic corpus's data.extra_train weight
+    noise: float = 0.0  # noised BT: drop each synthetic source word with this probability, shuffle the rest locally
+    tatoeba: float = 0.0  # Tatoeba's train split (SHARED_DIR/tatoeba/) joins the final runs at this weight; 0 = no
+    average: int = 0  # average the last N checkpoints of each last run; 0 = no (chosen on val)
+    test_models: str = choice(TestScope, "chosen")  # the models the test sets score: val's choice, or all
+    shared_dir: str = DataConfig.shared_dir  # where multi30k_task2/ and tatoeba/ are looked for
+    data_dir: str = "data/multi30k_task2"  # where the Task 2 files are put
+    mono: list[str] | None = None  # monolingual English files instead of the Multi30k Task 2 captions
+    overrides: list[str] = field(default_factory=list)  # Hydra overrides for every training stage
+    dry_run: bool = False  # print the stages' commands and run nothing

@@ -38,7 +38,7 @@ def cpu_isa() -> str:
 @functools.cache
 def native_bf16(device_type: str) -> bool:
     """Whether `device_type` computes bf16 products natively: a CUDA GPU with bf16, a CPU oneDNN runs bf16 on
-    (AVX-512 or AMX). Elsewhere bf16 is emulated (scripts/benchmark_bf16.py: 5.9x fp32's time on an AVX2 Zen 3)."""
+    (AVX-512 or AMX). Elsewhere bf16 is emulated (5.9x fp32's time on an AVX2 Zen 3)."""
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     return (

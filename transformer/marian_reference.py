@@ -2,12 +2,9 @@
 of the speed benchmarks and of scripts/train_marian_reference.py. MarianMT needs the `bench` extra
 (transformers), imported only when one is built."""
 
-from pathlib import Path
-
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 
-from transformer.cli import CONFIG_PATH
+from transformer import presets
 from transformer.config import ModelConfig
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -16,10 +13,7 @@ SIZES = ("small", "base")  # configs/model/<size>.yaml
 
 def model_config(size: str) -> ModelConfig:
     """The model settings of `configs/model/<size>.yaml` (over ModelConfig's defaults), as training reads them."""
-    merged = OmegaConf.merge(
-        OmegaConf.structured(ModelConfig), OmegaConf.load(Path(CONFIG_PATH) / "model" / f"{size}.yaml")
-    )
-    return ModelConfig(**merged)
+    return presets.compose("model", size)
 
 
 def marian(size: str, vocab: int, dropout: float):

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
+from transformer import presets
 from transformer.config import DecodingConfig
 from transformer.corpus import builtin_files, builtin_source, evaluation_splits, fetch
 from transformer.errors import UserError
@@ -28,19 +28,13 @@ EXTRA = {"tatoeba_test": ("tatoeba", "test"), "newstest2014": ("newstest2014", "
 HEADER = ["| checkpoint | params | trained | test set | decoding | BLEU | chrF |", "|---|---|---|---|---|---|---|"]
 
 
-def decoding(spec: str, config_dir: Path) -> DecodingConfig:
+def decoding(spec: str) -> DecodingConfig:
     """A `configs/decoding` preset with optional overrides: `beam` or `beam:beam_size=8,length_penalty=0.6`."""
     name, _, overrides = spec.partition(":")
-    preset = config_dir / "decoding" / f"{name}.yaml"
-    if not preset.exists():
-        presets = ", ".join(sorted(p.stem for p in preset.parent.glob("*.yaml")))
-        raise UserError(f"decodings: {spec!r} names no preset in configs/decoding ({presets})")
     try:
-        dotlist = OmegaConf.from_dotlist([o for o in overrides.split(",") if o])
-        merged = OmegaConf.merge(OmegaConf.structured(DecodingConfig), OmegaConf.load(preset), dotlist)
-    except OmegaConfBaseException as err:
-        raise UserError(f"decodings: {spec!r}: {str(err).splitlines()[0]}") from None
-    return OmegaConf.to_object(merged)
+        return presets.compose("decoding", name, [o for o in overrides.split(",") if o])
+    except UserError as err:
+        raise UserError(f"decodings: {spec!r}: {err}") from None
 
 
 def test_sets(data_cfg: DictConfig, extra_dir: str | None, val: bool = False) -> dict[str, Source]:

@@ -11,7 +11,6 @@ import functools
 import sys
 import typing
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -19,11 +18,11 @@ from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from transformer import config
+from transformer import config, presets
 from transformer.config_checks import check_config
 from transformer.errors import UserError
 
-CONFIG_PATH = str(Path(__file__).resolve().parents[2] / "configs")
+CONFIG_PATH = presets.CONFIG_DIR
 
 SCHEMAS = {
     "prepare_schema": config.PrepareConfig,
@@ -35,6 +34,7 @@ SCHEMAS = {
     "average_schema": config.AverageConfig,
     "results_schema": config.ResultsConfig,
     "backtranslate_schema": config.BacktranslateConfig,
+    "recipe_schema": config.RecipeConfig,
 }  # the YAML files name these in their defaults lists
 
 

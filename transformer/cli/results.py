@@ -4,7 +4,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer.cli import CONFIG_PATH, hydra_app, user_errors
+from transformer.cli import hydra_app, user_errors
 from transformer.config import ResultsConfig
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
@@ -20,7 +20,7 @@ def main(cfg: DictConfig) -> None:
             raise UserError("give checkpoints=[RUN_DIR|FILE,...] and decodings=[PRESET,...] (one at least), samples>=0")
         if Path(cfg.output).is_dir():
             raise UserError(f"output={cfg.output} is a folder; give the report's file name")
-        report = Report({spec: decoding(spec, Path(CONFIG_PATH)) for spec in cfg.decodings}, cfg.samples)
+        report = Report({spec: decoding(spec) for spec in cfg.decodings}, cfg.samples)
         entries = {" + ".join(checkpoint_paths(entry)): entry for entry in cfg.checkpoints}  # a list: an ensemble
         for name, entry in entries.items():
             loaded = load(entry, device=cfg.device)
