@@ -157,9 +157,7 @@ def _tokenizer() -> Tokenizer:
     return Tokenizer(model, model)
 
 
-def test_a_full_disk_while_preparing_leaves_no_prepared_folder_and_the_command_goes_on(
-    corpus, tmp_path, monkeypatch
-):
+def test_a_full_disk_while_preparing_leaves_no_prepared_folder_and_the_command_goes_on(corpus, tmp_path, monkeypatch):
     from tests.test_data import files_config
 
     def full_disk(path, columns):
