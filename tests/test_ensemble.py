@@ -10,12 +10,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from tests.conftest import tiny_model
-from tests.test_decoding import (
-    assert_alone_equals_batched,
-    assert_beam_one_equals_greedy,
-    batch_src,
-    hypotheses,
-)
+from tests.test_decoding import batch_src, hypotheses
 from transformer.checkpoint import load_checkpoint, save_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.data import prepare
@@ -41,25 +36,6 @@ def test_ensemble_of_a_model_with_itself_is_the_model(strategy):
 def test_ensemble_of_packed_copies_is_the_packed_model():
     model, src = tiny_model(seed=4), batch_src(5)
     assert hypotheses(inference_copy(Ensemble([model, model])), src, 15) == hypotheses(inference_copy(model), src, 15)
-
-
-@pytest.mark.parametrize("strategy", ["greedy", "beam"])
-def test_ensemble_cached_equals_uncached(strategy):
-    ensemble, src = pair(), batch_src(6)
-    cached = hypotheses(ensemble, src, 15, strategy, beam_size=3, n_best=3, use_cache=True)
-    uncached = hypotheses(ensemble, src, 15, strategy, beam_size=3, n_best=3, use_cache=False)
-    assert [[h.tokens for h in hs] for hs in cached] == [[h.tokens for h in hs] for hs in uncached]
-    for hc, hu in zip(cached, uncached):
-        assert [h.score for h in hc] == pytest.approx([h.score for h in hu], abs=1e-5)
-
-
-def test_ensemble_beam_one_equals_greedy():
-    assert_beam_one_equals_greedy(pair(), batch_src(7))
-
-
-@pytest.mark.parametrize("search", ["greedy", "beam"])
-def test_ensemble_alone_equals_batched(search):
-    assert_alone_equals_batched(pair(), batch_src(8), search)
 
 
 def test_ensemble_scores_are_the_renormalised_mean_of_log_probabilities():
