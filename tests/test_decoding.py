@@ -244,11 +244,11 @@ def test_sampling_is_seeded_and_top_k_one_is_greedy():
     ids = one_best(model, src, 15)
     assert one_best(model, src, 15, "sample", top_k=1) == ids
 
-    def draw():
-        seeded = torch.Generator().manual_seed(3)
+    def draw(seed=3):
+        seeded = torch.Generator().manual_seed(seed)
         return one_best(model, src, 15, "sample", top_p=0.9, temperature=1.5, generator=seeded)
 
-    assert draw() == draw()
+    assert draw() == draw() and draw(4) != draw()  # the seed decides the draws
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "sample", "beam"])

@@ -1,5 +1,6 @@
 """Inference precision (`decoding.precision`): fp32 exact, bf16 and int8 close to it, every parity kept."""
 
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -15,6 +16,7 @@ from omegaconf import OmegaConf
 from tests.conftest import fit, tiny_model
 from tests.test_config import make
 from transformer.batching import collate
+from transformer.checkpoint import load_checkpoint
 from transformer.cli.evaluate import decoding_label
 from transformer.config import DecodingConfig
 from transformer.config_checks import check_config
@@ -290,7 +292,11 @@ def test_translate_runs_in_int8_by_default_through_the_console_script(cli_setup)
         cwd=cli_setup["tmp"],
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert len(result.stdout.splitlines()) == 2 and "inference: int8 " in result.stderr
+    assert "inference: int8 " in result.stderr
+    decoding = OmegaConf.to_object(make("translate", [cli_setup["ckpt"]]).decoding)  # the command's own settings
+    ckpt = load_checkpoint(cli_setup["ckpt"].removeprefix("checkpoint="))
+    int8 = Translator(ckpt.model, ckpt.tokenizer, dataclasses.replace(decoding, precision="int8"))
+    assert result.stdout.splitlines() == int8.translate(["un chien", "le chat dort"])
 
 
 def test_a_precision_names_its_own_hypothesis_file_and_results_row():
