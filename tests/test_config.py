@@ -51,9 +51,9 @@ def test_every_command_composes_to_its_schema_and_asks_only_for_what_a_user_must
     cfg = make(command)
     assert OmegaConf.get_type(cfg) is schema and set(cfg) == {f.name for f in fields(schema)}
     assert set(OmegaConf.missing_keys(cfg)) == required(schema)
-    given = make(command, [f"{key}=x" if key != "checkpoints" else "checkpoints=[x]" for key in required(schema)])
-    assert not OmegaConf.missing_keys(given)
-    check_config(given)  # the defaults pass the start-up checks
+    for key in required(schema):
+        cfg[key] = ["x"] if key == "checkpoints" else "x"
+    check_config(cfg)  # with what a user gives, the defaults pass the start-up checks
 
 
 def test_direction_is_one_override():
