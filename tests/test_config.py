@@ -2,13 +2,17 @@
 
 import subprocess
 import sys
+import typing
+from dataclasses import fields, is_dataclass
+from pathlib import Path
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
+from omegaconf import MISSING, OmegaConf
 
-from transformer.cli import CONFIG_PATH, check_override, compose_checked
+from transformer.cli import CONFIG_PATH, SCHEMAS, check_override, compose_checked
 from transformer.config import EvaluateConfig, PrepareConfig, TrainConfig
 from transformer.config_checks import check_config
 from transformer.data import prepared_path
@@ -28,9 +32,28 @@ def test_train_config_composes(model, data):
     assert cfg.data.name == data
 
 
-def test_every_command_composes():
-    for name in ("prepare", "evaluate", "translate"):
-        assert make(name, ["+checkpoint=x"] if name == "prepare" else ["checkpoint=x"]) is not None
+def commands() -> list[str]:
+    """The console scripts' commands, read from pyproject.toml (transformer-NAME runs configs/NAME.yaml)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    scripts = tomllib.loads((Path(CONFIG_PATH).parent / "pyproject.toml").read_text())["project"]["scripts"]
+    return sorted(command.removeprefix("transformer-") for command in scripts)
+
+
+def required(schema: type) -> set[str]:
+    """`schema`'s settings a user must give: its fields without a default that no config group fills."""
+    hints = typing.get_type_hints(schema)
+    return {f.name for f in fields(schema) if f.default is MISSING and not is_dataclass(hints[f.name])}
+
+
+@pytest.mark.parametrize("command", commands())
+def test_every_command_composes_to_its_schema_and_asks_only_for_what_a_user_must_give(command):
+    schema = SCHEMAS[f"{command}_schema"]
+    cfg = make(command)
+    assert OmegaConf.get_type(cfg) is schema and set(cfg) == {f.name for f in fields(schema)}
+    assert set(OmegaConf.missing_keys(cfg)) == required(schema)
+    for key in required(schema):
+        cfg[key] = ["x"] if key == "checkpoints" else "x"
+    check_config(cfg)  # with what a user gives, the defaults pass the start-up checks
 
 
 def test_direction_is_one_override():

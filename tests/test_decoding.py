@@ -48,29 +48,6 @@ def batch_src(seed=0):
     return src
 
 
-@pytest.mark.parametrize("eos", [EOS, -1])
-def test_greedy_cached_equals_uncached(eos):
-    model, src = tiny_model(), batch_src()
-    ids_c, lp_c = greedy_with_scores(model, src, 20, eos, use_cache=True)
-    ids_u, lp_u = greedy_with_scores(model, src, 20, eos, use_cache=False)
-    assert torch.equal(ids_c, ids_u)
-    torch.testing.assert_close(lp_c, lp_u, atol=1e-5, rtol=0)
-    if eos == -1:
-        assert ids_c.shape == (4, 20) and not (ids_c == PAD).any()
-
-
-@pytest.mark.parametrize("eos", [EOS, -1])
-def test_beam_cached_equals_uncached(eos):
-    model, src = tiny_model(seed=3), batch_src(1)
-    cached = hypotheses(model, src, 15, beam_size=4, n_best=4, eos_id=eos, use_cache=True)
-    uncached = hypotheses(model, src, 15, beam_size=4, n_best=4, eos_id=eos, use_cache=False)
-    for hc, hu in zip(cached, uncached):
-        assert [h.tokens for h in hc] == [h.tokens for h in hu]
-        for a, b in zip(hc, hu):
-            assert a.score == pytest.approx(b.score, abs=1e-5)
-            torch.testing.assert_close(torch.tensor(a.token_scores), torch.tensor(b.token_scores), atol=1e-5, rtol=0)
-
-
 class RowCounter:
     """`model` for the search, noting how many rows each decoder step gets and keeping the last cache."""
 
@@ -153,36 +130,6 @@ def test_cache_reorder_keeps_the_rows_asked_for(seed):
         expected = expected.index_select(0, rows)
         cache.reorder(rows)
         torch.testing.assert_close(cache.buffer[: cache.rows, :, : cache.filled], expected, rtol=0, atol=0)
-
-
-def assert_beam_one_equals_greedy(model, src):
-    """Beam search of width 1 (no length penalty) picks exactly the greedy tokens."""
-    ids = greedy(model, src, 20).tolist()
-    beam = beam_search(model, src, beam_size=1, bos_id=BOS, eos_id=EOS, max_len=20, length_penalty=0.0)
-    assert beam == [[t for t in row if t not in (EOS, PAD)] for row in ids]
-
-
-def assert_alone_equals_batched(model, src, search):
-    """Each sentence searched alone (unpadded) gives what it gets inside the padded batch."""
-
-    def run(x):
-        if search == "greedy":
-            return [[t for t in row if t not in (EOS, PAD)] for row in greedy(model, x, 20).tolist()]
-        return beam_search(model, x, beam_size=4, bos_id=BOS, eos_id=EOS, max_len=20)
-
-    batched = run(src)
-    for i in range(src.size(0)):
-        length = int((src[i] != PAD).sum())
-        assert run(src[i : i + 1, :length]) == [batched[i]]
-
-
-def test_beam_size_one_equals_greedy():
-    assert_beam_one_equals_greedy(tiny_model(seed=5), batch_src(2))
-
-
-@pytest.mark.parametrize("search", ["greedy", "beam"])
-def test_sentence_alone_equals_sentence_in_batch(search):
-    assert_alone_equals_batched(tiny_model(seed=7), batch_src(3), search)
 
 
 class ScriptedModel:
@@ -297,11 +244,11 @@ def test_sampling_is_seeded_and_top_k_one_is_greedy():
     ids = one_best(model, src, 15)
     assert one_best(model, src, 15, "sample", top_k=1) == ids
 
-    def draw():
-        seeded = torch.Generator().manual_seed(3)
+    def draw(seed=3):
+        seeded = torch.Generator().manual_seed(seed)
         return one_best(model, src, 15, "sample", top_p=0.9, temperature=1.5, generator=seeded)
 
-    assert draw() == draw()
+    assert draw() == draw() and draw(4) != draw()  # the seed decides the draws
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "sample", "beam"])

@@ -11,16 +11,6 @@ def test_output_shapes_and_dtype():
     assert logits.shape == (3, 5, 60) and logits.dtype == torch.float32
 
 
-def test_sentence_alone_equals_sentence_in_padded_batch():
-    model = tiny_model()
-    src = torch.tensor([[5, 6, 7, 8, 2, 0, 0], [9, 10, 11, 12, 13, 14, 2], [4, 2, 0, 0, 0, 0, 0]])
-    tgt = torch.tensor([[1, 5, 6, 0, 0], [1, 7, 8, 9, 10], [1, 3, 0, 0, 0]])
-    batched = model(src, tgt)
-    for i, (s_len, t_len) in enumerate([(5, 3), (7, 5), (2, 2)]):
-        alone = model(src[i : i + 1, :s_len], tgt[i : i + 1, :t_len])
-        torch.testing.assert_close(batched[i : i + 1, :t_len], alone, atol=1e-5, rtol=1e-5)
-
-
 def test_embeddings_are_tied_when_joint():
     model = tiny_model(joint_vocab=True)
     assert model.output.weight is model.tgt_embed.weight is model.src_embed.weight

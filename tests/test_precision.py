@@ -1,5 +1,6 @@
 """Inference precision (`decoding.precision`): fp32 exact, bf16 and int8 close to it, every parity kept."""
 
+import dataclasses
 import json
 import logging
 import subprocess
@@ -17,10 +18,11 @@ from transformer import hardware
 from transformer.batching import collate
 from transformer.bench import int8_products
 from transformer.bench.engines import search_call
+from transformer.checkpoint import load_checkpoint
 from transformer.cli.evaluate import decoding_label
 from transformer.config import DecodingConfig
 from transformer.config_checks import check_config
-from transformer.decoding import beam_search, greedy_decode
+from transformer.decoding import greedy_decode
 from transformer.ensemble import Ensemble
 from transformer.errors import UserError
 from transformer.fast_inference import PackedLinear, decoded_in, inference_copy, kernels
@@ -90,52 +92,6 @@ def test_bf16_and_int8_stay_close_to_fp32(trained, precision):
     assert on_reference.mean() <= MAX_TOKEN_SHIFT
     same = (greedy(other, batch.src) == greedy(fp32, batch.src)).all(1).float().mean()
     assert same >= MIN_SAME_GREEDY
-
-
-@needs_x86
-@pytest.mark.parametrize(
-    "precision, batch", [(p, 6) for p in PRECISIONS] + [("int8", 1), ("int8", kernels.QLINEAR_FROM)]
-)
-@pytest.mark.parametrize("seed", range(3))  # int8 runs other kernels for one sentence and from QLINEAR_FROM
-def test_cached_equals_uncached_and_beam_1_equals_greedy(precision, batch, seed):
-    model = inference_copy(tiny_model(seed=seed), precision)
-    src = torch.randint(3, 40, (batch, 7), generator=torch.Generator().manual_seed(seed))
-    cached = greedy(model, src)
-    assert torch.equal(greedy(model, src, use_cache=False), cached)
-    with torch.inference_mode():
-        beam = beam_search(model, src, beam_size=1, bos_id=1, eos_id=2, max_len=12)
-    for i, row in enumerate(cached.tolist()):
-        row = [t for t in row if t not in (0, 2)]
-        ties, best = first_tie(model, src[i : i + 1], row)
-        assert beam[i][:ties] == row[:ties]  # up to a step whose best token is tied (int8 can tie exactly)
-        assert ties == len(row) or beam[i][ties] in best
-
-
-def first_tie(model, src: torch.Tensor, row: list[int]) -> tuple[int, set[int]]:
-    """The first step of greedy's `row` (BOS added, uncached) whose best log-probability two tokens share, and those
-    tokens; (len(row), no tokens) if none."""
-    for t in range(len(row)):
-        with torch.inference_mode():
-            logp = model(src, torch.tensor([[1, *row[:t]]])).log_softmax(-1)[0, -1]
-        best = set((logp == logp.max()).nonzero().flatten().tolist())
-        if len(best) > 1:
-            return t, best
-    return len(row), set()
-
-
-@needs_x86
-@pytest.mark.parametrize("precision", PRECISIONS)
-def test_a_sentence_decodes_alone_as_in_its_batch(precision):
-    """int8 scales each row by its own magnitude: a sentence's result does not depend on its neighbours. In int8 the
-    sentence goes beside one other instead of alone: batches of 2 to `QLINEAR_FROM` - 1 run one kernel, a sentence
-    alone another where the CPU has it."""
-    model = inference_copy(tiny_model(seed=4), precision)
-    src = torch.randint(3, 40, (6, 7), generator=torch.Generator().manual_seed(4))
-    batched = greedy(model, src)
-    for i in range(len(src)):
-        company = [i] if precision != "int8" else [i, (i + 1) % len(src)]
-        apart = greedy(model, src[company])[0]
-        assert torch.equal(apart, batched[i, : apart.numel()]) and not batched[i, apart.numel() :].any()
 
 
 def row_error_bound(x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
@@ -348,7 +304,11 @@ def test_translate_runs_in_int8_by_default_through_the_console_script(cli_setup)
         cwd=cli_setup["tmp"],
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert len(result.stdout.splitlines()) == 2 and "inference: int8 " in result.stderr
+    assert "inference: int8 " in result.stderr
+    decoding = OmegaConf.to_object(make("translate", [cli_setup["ckpt"]]).decoding)  # the command's own settings
+    ckpt = load_checkpoint(cli_setup["ckpt"].removeprefix("checkpoint="))
+    int8 = Translator(ckpt.model, ckpt.tokenizer, dataclasses.replace(decoding, precision="int8"))
+    assert result.stdout.splitlines() == int8.translate(["un chien", "le chat dort"])
 
 
 def test_the_search_labels_leave_the_precision_to_what_ran():

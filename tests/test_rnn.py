@@ -1,19 +1,12 @@
-"""The RNN family (Bahdanau et al. 2014) through the same search, checkpoints and configs as the Transformer."""
+"""The RNN family (Bahdanau et al. 2014) through the same search, checkpoints and configs as the Transformer; the
+search properties it shares with every model are in test_conformance.py."""
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 
 from tests.test_config import make
-from tests.test_decoding import (
-    BOS,
-    PAD,
-    assert_alone_equals_batched,
-    assert_beam_one_equals_greedy,
-    batch_src,
-    greedy_with_scores,
-    hypotheses,
-)
+from tests.test_decoding import BOS, PAD, batch_src
 from transformer.config import ModelConfig, RNNConfig
 from transformer.config_checks import check_config
 from transformer.errors import UserError
@@ -21,52 +14,12 @@ from transformer.factory import build_model, model_config
 from transformer.fast_inference import inference_copy
 from transformer.rnn import RNNModel
 
-VARIANTS = {
-    "gru-additive": {},
-    "lstm-dot-2layers": dict(cell="lstm", attention="dot", encoder_layers=2, decoder_layers=2),
-}
-
 
 def tiny_rnn(seed: int = 0, vocab: int = 40, tie: bool = True, **rnn) -> RNNModel:
     torch.manual_seed(seed)
     sizes = dict(embedding_dim=16, encoder_hidden=12, decoder_hidden=20, attention_dim=10, **rnn)
     config = ModelConfig(family="rnn", dropout=0.0, tie_embeddings=tie, rnn=RNNConfig(**sizes))
     return RNNModel(vocab, vocab, config, pad_id=PAD, joint_vocab=True).eval()
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_step_by_step_decoding_equals_the_teacher_forced_pass(variant):
-    model, src = tiny_rnn(**VARIANTS[variant]), batch_src()
-    tgt_in = torch.cat([torch.full((4, 1), BOS), torch.randint(3, 40, (4, 7))], dim=1)
-    with torch.no_grad():
-        forced = torch.log_softmax(model(src, tgt_in), dim=-1)
-        memory, mask = model.encode(src)
-        cache = model.init_cache(memory, 1, 8)
-        steps = [model.decode(tgt_in[:, t : t + 1], memory, mask, cache) for t in range(tgt_in.size(1))]
-    torch.testing.assert_close(torch.log_softmax(torch.cat(steps, 1), -1), forced, atol=1e-5, rtol=0)
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_cached_search_equals_recomputing_search(variant):
-    model, src = tiny_rnn(seed=3, **VARIANTS[variant]), batch_src(1)
-    ids_c, lp_c = greedy_with_scores(model, src, 15, use_cache=True)
-    ids_u, lp_u = greedy_with_scores(model, src, 15, use_cache=False)
-    assert torch.equal(ids_c, ids_u)
-    torch.testing.assert_close(lp_c, lp_u, atol=1e-5, rtol=0)
-    cached = hypotheses(model, src, 15, beam_size=4, n_best=4, use_cache=True)
-    uncached = hypotheses(model, src, 15, beam_size=4, n_best=4, use_cache=False)
-    for hc, hu in zip(cached, uncached):
-        assert [h.tokens for h in hc] == [h.tokens for h in hu]
-        assert [h.score for h in hc] == pytest.approx([h.score for h in hu], abs=1e-5)
-
-
-def test_beam_size_one_equals_greedy():
-    assert_beam_one_equals_greedy(tiny_rnn(seed=5), batch_src(2))
-
-
-@pytest.mark.parametrize("search", ["greedy", "beam"])
-def test_sentence_alone_equals_sentence_in_padded_batch(search):
-    assert_alone_equals_batched(tiny_rnn(seed=7, cell="lstm"), batch_src(3), search)
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])

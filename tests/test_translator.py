@@ -7,8 +7,8 @@ import torch
 
 from tests.conftest import WORDS_EN, WORDS_FR, rebuilt, tiny_model
 from transformer.config import DecodingConfig, TokenizerConfig, TrainerConfig
-from transformer.decoding import SearchOptions
-from transformer.tokenizer import POOL_FROM, Tokenizer, train_sentencepiece
+from transformer.decoding import SearchOptions, search
+from transformer.tokenizer import EOS_ID, POOL_FROM, Tokenizer, train_sentencepiece
 from transformer.training.validation import Validator
 from transformer.translator import Translator
 
@@ -47,9 +47,17 @@ def test_output_limit_is_a_times_source_plus_b():
     assert len(hyps[0].token_scores) <= int(0.5 * src_lengths[0] + 2)
 
 
-def test_every_strategy_translates():
-    for strategy in ("greedy", "beam", "sample"):
-        assert len(translator(strategy, beam_size=3).translate(["un chien", "le parc"])) == 2
+@pytest.mark.parametrize("strategy", ["greedy", "beam", "sample"])
+def test_every_strategy_translates_to_its_searched_ids_detokenized(strategy):
+    """Each text is what `search` gives its ids alone, on the model itself, seeded as the translator seeds."""
+    t, sentences = translator(strategy, beam_size=3), ["un chien", "le parc", "une femme mange dans le parc"]
+    expected = []
+    for ids in t.tokenizer.encode_src(sentences):
+        src = torch.tensor([ids + [EOS_ID]])
+        ((best, *_),) = search(t.model, src, t.options, generator=torch.Generator().manual_seed(t.cfg.seed))
+        expected.append(t.tokenizer.decode_tgt([best.tokens])[0])
+    assert any(expected)  # the untrained model says something
+    assert [t.translate([s])[0] for s in sentences] == expected
 
 
 def test_lists_below_and_above_the_pool_size_tokenize_alike():
@@ -133,7 +141,10 @@ def test_per_call_options_and_generators():
 
 def test_sampling_reuses_no_state_between_calls():
     t = translator("sample", temperature=2.0, seed=7)
-    assert t.translate(SENTENCES[1] * 3) == t.translate(SENTENCES[1] * 3)  # each call seeds its own generator
+    first = t.translate(SENTENCES[1])
+    assert t.translate(SENTENCES[1]) == first  # each call seeds its own generator: cfg.seed's
+    assert t.translate(SENTENCES[1], generator=torch.Generator().manual_seed(7)) == first
+    assert t.translate(SENTENCES[1], generator=torch.Generator().manual_seed(8)) != first
 
 
 def test_impossible_settings_are_refused_up_front():
