@@ -161,6 +161,8 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
         work = out.with_name(f".{out.name}.partial")
         if work.exists():
             log.info("continuing the preparation in %s", work)
+            for stray in list(work.rglob(".*.tmp*")):  # what a killed write left: no part of the data, nor its size
+                stray.unlink() if stray.is_file() else shutil.rmtree(stray, ignore_errors=True)
         if not (work / "meta.json").exists():  # else: complete, killed while its work files were removed
             try:
                 with disk_errors(out):
@@ -176,8 +178,6 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
                 atomic_write_text(work / "meta.json", json.dumps(meta, indent=2, default=str))
         for scratch in ("screening", ".tokenizer.tmp"):
             shutil.rmtree(work / scratch, ignore_errors=True)
-        for stray in work.rglob(".*.tmp*"):  # what a killed write left
-            stray.unlink() if stray.is_file() else shutil.rmtree(stray)
         shutil.rmtree(out, ignore_errors=True)  # an incomplete folder without meta.json
         atomic_rename_dir(work, out)
     prepared = PreparedData(out)
