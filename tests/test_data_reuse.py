@@ -73,9 +73,31 @@ def test_a_weight_change_reuses_the_whole_folder(corpus, tmp_path, work, caplog)
     assert [c.weight for c in second.mixture(cfg)] == [0.5, 3.0]
 
 
-def test_a_tag_change_tokenizes_that_corpus_alone(corpus, tmp_path, work, caplog):
-    """A tag is the source's first token, so a changed tag re-tokenizes its corpus (with a given tokenizer that holds
-    both tags); the main corpus is linked."""
+def test_another_tag_is_written_into_the_shards_without_tokenizing(corpus, tmp_path, work, caplog):
+    """With a given tokenizer holding both tags, a corpus's shards are rewritten with the new tag's id: exactly what
+    tokenizing them anew gives."""
+    extra = write_corpus(tmp_path, "extra", 50, seed=4)
+    cfg = with_extra(files_config(corpus, tmp_path, clean=True), extra, tag="bt")
+    cfg.tag = "news"
+    first = prepare(cfg)
+    cfg.extra_train["more"]["tag"] = "news"
+    work["screened"].clear(), work["tokenized"].clear()
+    with caplog.at_level("INFO"):
+        second = prepare(cfg, first.tokenizer)
+    assert work == {"screened": [], "tokenized": []}
+    assert f"reused corpus more from {first.dir}, retagged from <bt>" in caplog.text
+    assert f"reused corpus toy from {first.dir}\n" in caplog.text
+    (news,) = first.tokenizer.tag_prefix("news")
+    assert {ids[0] for ids in second.split("train")["src_ids"]} == {news}
+    fresh_cfg = with_extra(files_config(corpus, tmp_path / "elsewhere", clean=True), extra, tag="news")
+    fresh_cfg.tag = "news"
+    fresh = prepare(fresh_cfg, first.tokenizer)
+    assert fresh.dir.name == second.dir.name and contents(fresh.dir) == contents(second.dir)
+
+
+def test_a_tag_added_or_removed_tokenizes_that_corpus_alone(corpus, tmp_path, work, caplog):
+    """A tag is the source's first token and counts in the token rules, so a corpus that gains or loses one is
+    tokenized again (with a given tokenizer that holds the tag); the main corpus is linked."""
     extra = write_corpus(tmp_path, "extra", 50, seed=4)
     first = prepare(with_extra(files_config(corpus, tmp_path), extra, tag="bt"))
     cfg = with_extra(files_config(corpus, tmp_path), extra, tag="bt")

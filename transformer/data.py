@@ -31,7 +31,7 @@ from transformer.errors import UserError
 from transformer.files import DiskFull, atomic_rename_dir, atomic_write_text, disk_errors
 from transformer.locks import exclusive
 from transformer.mixture import Corpus
-from transformer.reuse import corpus_key, linked, models_digest, prepared_corpora, source_identity
+from transformer.reuse import corpus_key, models_digest, prepared_corpora, reused, source_identity, usable
 from transformer.screening import CHUNK, Sample, Screen, sample_size
 from transformer.shards import SHARD, shard_paths, write_shard
 from transformer.sources import Source
@@ -220,8 +220,8 @@ def _build(
     screens: list[Screen | None] = []
     reports = []
     for i, corpus in enumerate(corpora):
-        reused = found.get(keys[i]) if keys else None
-        screen, report = (None, reused.report()) if reused else _screen(cfg, corpus, i, evals, sample, work)
+        prior = usable(found.get(keys[i], []), corpus.tag) if keys else None
+        screen, report = (None, prior.report()) if prior else _screen(cfg, corpus, i, evals, sample, work)
         screens.append(screen), reports.append(report)
     _check_not_empty(sum(r.kept for r in reports), corpora)
     if tokenizer is None:
@@ -233,8 +233,9 @@ def _build(
     folders, tokens = [f"{i:02d}-{corpus.name}" for i, corpus in enumerate(corpora)], 0
     for i, (corpus, folder) in enumerate(zip(corpora, folders)):
         out = work / cfg.train_split / folder
-        if linked(found.get(keys[i]), out, corpus.name):
-            reports[i] = found[keys[i]].report()
+        prior = usable(found.get(keys[i], []), corpus.tag)
+        if reused(prior, out, corpus.name, corpus.tag, (tokenizer.tag_prefix(corpus.tag) or [None])[0]):
+            reports[i] = prior.report()
             tokens += token_report(out)[1]
             continue
         if screens[i] is None:  # its shards went away since
