@@ -1,4 +1,5 @@
 import gzip
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -168,6 +169,19 @@ def test_a_failed_prepare_leaves_nothing_half_done(corpus, tmp_path):
         prepare(cfg)
     assert [p.name for p in (tmp_path / "prepared").iterdir() if p.suffix != ".lock"] == []  # only the lock file
     assert corpus["train"][0].exists() and src.read_text() == "un\ndeux\n"  # inputs untouched
+
+
+def test_what_a_killed_write_left_is_no_part_of_the_prepared_data_nor_of_its_size(corpus, tmp_path, caplog):
+    cfg = files_config(corpus, tmp_path)
+    first = prepare(cfg)
+    meta, work = (first.dir / "meta.json").read_bytes(), first.dir.with_name(f".{first.dir.name}.partial")
+    shutil.rmtree(first.dir)
+    (work / "train" / "00-toy").mkdir(parents=True)
+    (work / "train" / "00-toy" / ".shard-00000.arrow.123.tmp").write_bytes(b"\0" * 100_000)  # a killed write's
+    with caplog.at_level("INFO"):
+        again = prepare(cfg)
+    assert "continuing the preparation" in caplog.text and (again.dir / "meta.json").read_bytes() == meta
+    assert not [p for p in again.dir.rglob(".*")]
 
 
 def test_subword_sampling_resegments_training_batches_reproducibly(corpus, tmp_path):

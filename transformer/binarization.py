@@ -96,7 +96,7 @@ def binarize(
                     srcs = noised_batch({"src": srcs}, rows.tolist(), noise)["src"]
                 parts.append(encoder.encode(srcs, tgts))
             _write(out, shard, parts, encoder, limits)
-    return _token_report(out)
+    return token_report(out)
 
 
 def _write(out: Path, shard: int, parts: list[dict], encoder: Encoder, limits: tuple[int, float]) -> None:
@@ -114,7 +114,7 @@ def _write(out: Path, shard: int, parts: list[dict], encoder: Encoder, limits: t
     write_shard(out / SHARD.format(shard), columns)
 
 
-def _token_report(out: Path) -> tuple[CleaningReport, int]:
+def token_report(out: Path) -> tuple[CleaningReport, int]:
     """What the token rules dropped over every shard of `out`, and the ids (both sides) the shards hold."""
     report, tokens = CleaningReport(0), 0
     for path in sorted(out.glob("counts-*.json")):

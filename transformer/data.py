@@ -3,7 +3,8 @@
 `prepare` runs once per corpus and tokenizer setting; later calls reuse the directory it wrote
 (`data.prepared_dir/<name>-<src>-<tgt>-<hash>`). It works in two passes over each training corpus, shard by shard
 (`data.shard_pairs` pairs): screening (the text rules of cleaning, SentencePiece's sample; transformer/screening.py),
-then, once SentencePiece is trained, tokenizing what screening kept (transformer/binarization.py). The work lies in
+then, once SentencePiece is trained, tokenizing what screening kept (transformer/binarization.py); a corpus whose
+shards another prepared folder already holds is linked from there instead (transformer/reuse.py). The work lies in
 a hidden folder beside the result, `.<name>.partial`, renamed into place when complete: a kill loses at most the
 shard in flight, and the same command run again goes on from there.
 """
@@ -22,7 +23,7 @@ import datasets
 import pyarrow as pa
 from omegaconf import OmegaConf
 
-from transformer.binarization import Encoder, binarize
+from transformer.binarization import Encoder, binarize, token_report
 from transformer.cleaning import CleaningReport
 from transformer.config import DataConfig
 from transformer.corpus import TrainingCorpus, extra_corpus, fetch, split_names, training_corpora
@@ -30,6 +31,7 @@ from transformer.errors import UserError
 from transformer.files import DiskFull, atomic_rename_dir, atomic_write_text, disk_errors
 from transformer.locks import exclusive
 from transformer.mixture import Corpus
+from transformer.reuse import corpus_key, models_digest, prepared_corpora, reused, source_identity, usable
 from transformer.screening import CHUNK, Sample, Screen, sample_size
 from transformer.shards import SHARD, shard_paths, write_shard
 from transformer.sources import Source
@@ -58,8 +60,7 @@ def _settings(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> dict:
         for name, entry in data["extra_train"].items()
     }
     if tokenizer is not None:
-        models = hashlib.sha256(tokenizer.src_model + b"\0" + tokenizer.tgt_model).hexdigest()
-        settings["tokenizer"] = {"given": models}
+        settings["tokenizer"] = {"given": models_digest(tokenizer)}
     return settings
 
 
@@ -160,6 +161,8 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
         work = out.with_name(f".{out.name}.partial")
         if work.exists():
             log.info("continuing the preparation in %s", work)
+            for stray in list(work.rglob(".*.tmp*")):  # what a killed write left: no part of the data, nor its size
+                stray.unlink() if stray.is_file() else shutil.rmtree(stray, ignore_errors=True)
         if not (work / "meta.json").exists():  # else: complete, killed while its work files were removed
             try:
                 with disk_errors(out):
@@ -175,8 +178,6 @@ def prepare(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> PreparedData
                 atomic_write_text(work / "meta.json", json.dumps(meta, indent=2, default=str))
         for scratch in ("screening", ".tokenizer.tmp"):
             shutil.rmtree(work / scratch, ignore_errors=True)
-        for stray in work.rglob(".*.tmp*"):  # what a killed write left
-            stray.unlink() if stray.is_file() else shutil.rmtree(stray)
         shutil.rmtree(out, ignore_errors=True)  # an incomplete folder without meta.json
         atomic_rename_dir(work, out)
     prepared = PreparedData(out)
@@ -207,37 +208,44 @@ def _build(
 ) -> dict:
     """Screen every training corpus, train SentencePiece (unless given), tokenize every split into `work`; returns
     the pair counts and corpora for meta.json. The training split is the cleaned training corpora, one after the
-    other."""
+    other. A corpus whose shards another prepared folder holds (transformer/reuse.py) is linked from there; with a
+    given tokenizer, it is not even screened."""
     evaluation = {split: _read_all(f) for split, f in files.items() if split != cfg.train_split}
     evals = tuple({pair[side] for pairs in evaluation.values() for pair in pairs} for side in (0, 1))
     trained = any((work / name).exists() for name in ("spm.model", "spm.src.model"))  # by a run killed later
     sample = Sample(sample_size(cfg.tokenizer.input_sentence_size, cfg.tokenizer.joint))
     sample = None if tokenizer is not None or trained else sample
-    screens, reports = [], []
+    found = prepared_corpora(Path(cfg.prepared_dir))
+    keys = _corpus_keys(cfg, files, corpora, tokenizer) if tokenizer is not None else []
+    screens: list[Screen | None] = []
+    reports = []
     for i, corpus in enumerate(corpora):
-        screen = Screen(work / "screening" / f"{i:02d}", cfg.shard_pairs, i)
-        skipped: Counter = Counter()
-        evals_of = evals[::-1] if corpus.reverse else evals
-        done = screen.run(PairReader(corpus.source.chunks(CHUNK, skipped)), skipped, evals_of, corpus.name, sample)
-        report = CleaningReport(done.pairs + sum(done.skipped.values()), dict(done.skipped))
-        screen.keep(cfg.clean, report)
+        prior = usable(found.get(keys[i], []), corpus.tag) if keys else None
+        screen, report = (None, prior.report()) if prior else _screen(cfg, corpus, i, evals, sample, work)
         screens.append(screen), reports.append(report)
     _check_not_empty(sum(r.kept for r in reports), corpora)
     if tokenizer is None:
         tokenizer = _tokenizer(cfg, sample, sorted({c.tag for c in corpora if c.tag}), work)
+        keys = _corpus_keys(cfg, files, corpora, tokenizer)
     else:
         _save_tokenizer(tokenizer, work)
     threads, limits = _threads(cfg), (cfg.max_len, cfg.clean.max_ratio)
     folders, tokens = [f"{i:02d}-{corpus.name}" for i, corpus in enumerate(corpora)], 0
-    for corpus, screen, report, folder in zip(corpora, screens, reports, folders):
+    for i, (corpus, folder) in enumerate(zip(corpora, folders)):
+        out = work / cfg.train_split / folder
+        prior = usable(found.get(keys[i], []), corpus.tag)
+        if reused(prior, out, corpus.name, corpus.tag, (tokenizer.tag_prefix(corpus.tag) or [None])[0]):
+            reports[i] = prior.report()
+            tokens += token_report(out)[1]
+            continue
+        if screens[i] is None:  # its shards went away since
+            screens[i], reports[i] = _screen(cfg, corpus, i, evals, None, work)
         encoder = Encoder(tokenizer, corpus.tag, threads, text=cfg.subword_dropout > 0)
         pairs = PairReader(corpus.source.chunks(CHUNK))
-        dropped, ids = binarize(
-            pairs, screen, work / cfg.train_split / folder, encoder, limits, corpus.noise, corpus.name
-        )
+        dropped, ids = binarize(pairs, screens[i], out, encoder, limits, corpus.noise, corpus.name)
         tokens += ids
         for rule, n in dropped.dropped.items():
-            report.dropped[rule] = report.dropped.get(rule, 0) + n
+            reports[i].dropped[rule] = reports[i].dropped.get(rule, 0) + n
     _check_not_empty(sum(r.kept for r in reports), corpora)
     for split, pairs in evaluation.items():
         tokens += _write_evaluation(work / split, pairs, Encoder(tokenizer, "", threads, text=True))
@@ -250,11 +258,38 @@ def _build(
         },
         "corpora": [
             {"name": c.name, "pairs": r.kept, "tag": c.tag, "folder": f, "cleaning": {"read": r.read, **r.dropped}}
-            for c, r, f in zip(corpora, reports, folders)
+            | {"key": key}  # what transformer/reuse.py finds it by
+            for c, r, f, key in zip(corpora, reports, folders, keys)
         ],
         "tokens": tokens,
         "bytes_per_token": _bytes(work) / max(tokens, 1),
     }
+
+
+def _screen(
+    cfg: DataConfig, corpus: TrainingCorpus, index: int, evals: tuple[set, set], sample: Sample | None, work: Path
+) -> tuple[Screen, CleaningReport]:
+    """Screen corpus number `index` (offering `sample` its pairs) and apply the text rules: its screen and report."""
+    screen = Screen(work / "screening" / f"{index:02d}", cfg.shard_pairs, index)
+    skipped: Counter = Counter()
+    evals_of = evals[::-1] if corpus.reverse else evals
+    done = screen.run(PairReader(corpus.source.chunks(CHUNK, skipped)), skipped, evals_of, corpus.name, sample)
+    report = CleaningReport(done.pairs + sum(done.skipped.values()), dict(done.skipped))
+    screen.keep(cfg.clean, report)
+    return screen, report
+
+
+def _corpus_keys(
+    cfg: DataConfig, files: dict[str, Source], corpora: list[TrainingCorpus], tokenizer: Tokenizer
+) -> list[str]:
+    """Each training corpus's key (transformer/reuse.py) with `tokenizer`: the val and test sets count only for
+    the eval-overlap rule."""
+    settings = _settings(cfg)
+    shared = {key: settings[key] for key in ("layout", "src_lang", "tgt_lang", "clean", "max_len", "shard_pairs")}
+    shared |= {"train_text": settings["train_text"], "tokenizer": models_digest(tokenizer)}
+    if cfg.clean.eval_overlap:
+        shared["evals"] = {split: source_identity(f) for split, f in files.items() if split != cfg.train_split}
+    return [corpus_key(shared, corpus) for corpus in corpora]
 
 
 def _read_all(source: Source) -> list[tuple[str, str]]:
