@@ -21,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from transformer.checkpoint import Checkpoint
 from transformer.config import DecodingConfig
 from transformer.corpus import builtin_files, builtin_source, evaluation_splits, fetch
+from transformer.decoding.strategies import STRATEGIES
 from transformer.ensemble import searched_model
 from transformer.errors import UserError
 from transformer.sources import Source
@@ -93,9 +94,7 @@ def samples(sources: list[str], hyps: list[str], refs: list[str], n: int) -> lis
 
 def label(cfg: DecodingConfig) -> str:
     """A decoding as the table names it: greedy, or beam 5, power α=1.0; then a precision other than the default."""
-    name = cfg.strategy
-    if cfg.strategy == "beam":
-        name = f"beam {cfg.beam_size}, {cfg.length_penalty_kind} α={cfg.length_penalty}"
+    name = STRATEGIES[cfg.strategy].title(cfg)
     return name if cfg.precision == DecodingConfig.precision else f"{name}, {cfg.precision}"
 
 
