@@ -181,7 +181,45 @@ class Sample(Strategy):
         return sample(model, src, options, limit, generator)
 
 
-STRATEGIES: dict[str, Strategy] = {entry.name: entry for entry in (Greedy(), Beam(), Sample())}
+class MBR(Strategy):
+    name, help = "mbr", "minimum Bayes risk: the candidate with the highest expected chrF or BLEU against the others"
+    options = {
+        "candidates": Option(
+            16, "candidates per sentence, each also a pseudo-reference", {"ge": 1}, request={"le": 64}
+        ),
+        "candidates_from": Option(
+            "sample",
+            "sample (the sampling options) or beam (the best of a beam that wide)",
+            choices=("sample", "beam"),
+            request={},
+        ),
+        "utility": Option("chrf", "sacreBLEU's sentence-level chrf or bleu", choices=("chrf", "bleu"), request={}),
+    }
+    borrows = ("n_best", "length_penalty", "length_penalty_kind", "top_k", "top_p", "temperature", "seed")
+
+    def problems(self, cfg, prefix: str) -> list[str]:
+        if cfg.n_best > cfg.candidates:
+            return [f"{prefix}n_best={cfg.n_best} must be at most {prefix}candidates={cfg.candidates}"]
+        return []
+
+    def draws(self, cfg) -> bool:
+        return cfg.candidates_from == "sample"
+
+    def label(self, cfg) -> str:
+        source = STRATEGIES[cfg.candidates_from].label(cfg)  # sample-t1-k0-p1-seed0, or beam5-lp0.6 (its width: ours)
+        settings = source.removeprefix(cfg.candidates_from).lstrip("0123456789")
+        return f"mbr{cfg.candidates}-{cfg.utility}-{cfg.candidates_from}{settings}"
+
+    def title(self, cfg) -> str:
+        return f"mbr, {cfg.utility} over {cfg.candidates} from {cfg.candidates_from}"
+
+    def search(self, model, src, options, limit, generator, text: Text | None) -> list:
+        from transformer.decoding.mbr import mbr  # torch
+
+        return mbr(model, src, options, limit, generator, text)
+
+
+STRATEGIES: dict[str, Strategy] = {entry.name: entry for entry in (Greedy(), Beam(), Sample(), MBR())}
 
 
 def options() -> dict[str, Option]:
