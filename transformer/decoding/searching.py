@@ -12,6 +12,7 @@ on the model it is given: whoever loads a model for inference passes its `infere
 import torch
 from torch import Tensor
 
+from transformer.config import DecodingConfig
 from transformer.decoding.one_best import greedy_ids
 from transformer.decoding.strategies import STRATEGIES, Text
 from transformer.interface import Seq2SeqModel
@@ -75,7 +76,7 @@ def beam_search(
     bos_id: int,
     eos_id: int,
     max_len: int | Tensor,
-    length_penalty: float = STRATEGIES["beam"].options["length_penalty"].default,
+    length_penalty: float = DecodingConfig.length_penalty,
     use_cache: bool = True,
     cuda_graphs: bool = True,
 ) -> list[list[int]]:
