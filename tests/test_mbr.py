@@ -12,14 +12,15 @@ from hydra import compose, initialize_config_dir
 
 from tests.conftest import tiny_model
 from tests.serving import offline, running_server, write_checkpoint
+from transformer.checkpoint import load_checkpoint
 from transformer.cli import CONFIG_PATH
 from transformer.config import DecodingConfig
 from transformer.config_checks import check_config
 from transformer.decoding import SearchOptions, search
 from transformer.decoding.mbr import _ranked, expected_utilities, utility
-from transformer.engines import load_engine
 from transformer.errors import UserError
 from transformer.search_state import Hypothesis
+from transformer.translator import Translator
 
 BIN = Path(sys.executable).parent
 SENTENCES = ["un chien rouge dort", "le chat mange dans le parc"]
@@ -91,6 +92,11 @@ def checkpoint(tmp_path_factory) -> Path:
     return write_checkpoint(tmp_path_factory.mktemp("mbr") / "tiny.safetensors")
 
 
+def translator(checkpoint: Path, cfg: DecodingConfig) -> Translator:
+    ckpt = load_checkpoint(str(checkpoint))
+    return Translator(ckpt.model, ckpt.tokenizer, cfg)
+
+
 def preset(*overrides: str) -> DecodingConfig:
     with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
         cfg = compose(config_name="translate", overrides=["checkpoint=x", "decoding=mbr", *overrides])
@@ -101,13 +107,15 @@ def preset(*overrides: str) -> DecodingConfig:
 def test_the_preset_translates_text_and_ctranslate2_has_no_mbr(checkpoint):
     cfg = preset("decoding.candidates=4", "decoding.precision=fp32")
     assert cfg.strategy == "mbr" and cfg.candidates == 4
-    _, translator = load_engine(str(checkpoint), "pytorch", cfg)
-    results = translator.search(SENTENCES)  # a call's generator is seeded by decoding.seed: the same draws again
-    best = translator.tokenizer.decode_tgt([hyps[0].tokens for _, hyps in results])
-    assert translator.translate(SENTENCES) == best and all(0 < hyps[0].score <= 100 for _, hyps in results)
+    ours = translator(checkpoint, cfg)
+    results = ours.search(SENTENCES)  # a call's generator is seeded by decoding.seed: the same draws again
+    best = ours.tokenizer.decode_tgt([hyps[0].tokens for _, hyps in results])
+    assert ours.translate(SENTENCES) == best and all(0 < hyps[0].score <= 100 for _, hyps in results)
     pytest.importorskip("ctranslate2")
+    from transformer.export.engine import CTranslate2Translator
+
     with pytest.raises(UserError, match="decoding=mbr has no CTranslate2 equivalent"):
-        load_engine(str(checkpoint), "ctranslate2", cfg)
+        CTranslate2Translator(str(checkpoint.parent), cfg)
 
 
 @pytest.mark.slow
@@ -118,8 +126,7 @@ def test_transformer_translate_decodes_with_mbr(checkpoint, tmp_path):
         [str(BIN / "transformer-translate"), *args], input="\n".join(SENTENCES) + "\n", capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr
-    _, translator = load_engine(str(checkpoint), "pytorch", preset(*settings))
-    assert run.stdout.splitlines() == translator.translate(SENTENCES)
+    assert run.stdout.splitlines() == translator(checkpoint, preset(*settings)).translate(SENTENCES)
 
 
 def test_a_request_chooses_mbr(checkpoint):
