@@ -270,6 +270,12 @@ def test_every_strategy_returns_the_same_hypothesis_shape(strategy):
 
 def test_search_options_refuse_impossible_settings():
     assert SearchOptions.from_config() == SearchOptions.from_config(DecodingConfig())
-    for bad in (dict(strategy="topk"), dict(beam_size=0), dict(n_best=6), dict(temperature=0), dict(top_p=0)):
+    for bad in (
+        dict(strategy="topk"),
+        dict(beam_size=0),
+        dict(strategy="beam", n_best=6),
+        dict(temperature=0),
+        dict(top_p=0),
+    ):
         with pytest.raises(ValueError):
             SearchOptions.from_config(**bad)

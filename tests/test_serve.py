@@ -105,7 +105,7 @@ BAD_BODIES = [
     (b'{"text": "un chien", "beam": 3}', 422, "beam: Extra inputs"),
     (b'{"text": "un chien", "beam_size": "3"}', 422, "beam_size"),
     (b'{"text": "un chien", "beam_size": 0}', 422, "beam_size"),
-    (b'{"text": "un chien", "n_best": 4}', 422, "n_best=4 must not exceed beam_size=3"),
+    (b'{"text": "un chien", "n_best": 4}', 422, "n_best=4 must be at most beam_size=3"),
     (b'{"text": "un chien", "sampling": "yes"}', 422, "sampling"),
     (json.dumps({"text": " ".join(["chien"] * 15)}).encode(), 422, "more than the model's"),
 ]

@@ -148,6 +148,11 @@ def test_sampling_reuses_no_state_between_calls():
 
 
 def test_impossible_settings_are_refused_up_front():
-    for bad in (dict(strategy="nucleus"), dict(temperature=0.0), dict(top_p=1.5), dict(beam_size=2, n_best=3)):
+    for bad in (
+        dict(strategy="nucleus"),
+        dict(temperature=0.0),
+        dict(top_p=1.5),
+        dict(strategy="beam", beam_size=2, n_best=3),
+    ):
         with pytest.raises(ValueError):
             translator(**bad)

@@ -1,9 +1,11 @@
 """Beam search over a `SearchState`, with length penalties and an n-best pool."""
 
+from typing import get_args
+
 import torch
 from torch import Tensor
 
-from transformer.config import LengthPenalty, choices
+from transformer.decoding.strategies import LengthPenalty
 from transformer.fast_inference.graphs import StaticSearchState, applies
 from transformer.interface import Seq2SeqModel
 from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, strip_eos
@@ -20,7 +22,7 @@ def penalty_divisor(length: int, alpha: float, kind: LengthPenalty = "power") ->
         return ((5.0 + length) / 6.0) ** alpha
     if kind == "none":
         return 1.0
-    raise ValueError(f"unknown length penalty {kind!r}; choose {', '.join(choices(LengthPenalty))}")
+    raise ValueError(f"unknown length penalty {kind!r}; choose {', '.join(get_args(LengthPenalty))}")
 
 
 class _Pool:

@@ -5,11 +5,12 @@ registers them with Hydra, which validates the YAML groups and command-line over
 unknown key or a wrong type fails before any work starts; the library imports them without Hydra.
 """
 
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields, make_dataclass
 from typing import Any, Literal, get_args
 
 from omegaconf import MISSING
 
+from transformer.decoding.strategies import STRATEGIES, options
 from transformer.precision import FLOAT32_WEIGHTS, INFERENCE, QUANTIZATIONS, SCORED_IN, TRAINING, TRANSLATED_IN
 
 # The allowed values of each setting that is a choice, defined here once: `check_config`, the search, the service's
@@ -21,8 +22,7 @@ Scoring = Literal["additive", "dot"]
 Schedule = Literal["inverse_sqrt", "linear"]
 Precision = Literal[TRAINING]  # these three from `transformer.precision.PRECISIONS`
 InferencePrecision = Literal[INFERENCE]
-Strategy = Literal["greedy", "beam", "sample"]
-LengthPenalty = Literal["power", "gnmt", "none"]
+Strategy = Literal[tuple(STRATEGIES)]  # the names of `transformer.decoding.STRATEGIES`
 Engine = Literal["pytorch", "ctranslate2"]
 ExportFormat = Literal["ctranslate2", "marian"]
 Quantization = Literal[QUANTIZATIONS]
@@ -270,22 +270,14 @@ class TrainerConfig:
 
 
 @dataclass
-class DecodingConfig:
-    """Search settings, shared by validation, evaluation and translation."""
+class DecodingBase:
+    """The settings every decoding strategy shares; `DecodingConfig` adds each strategy's own."""
 
-    strategy: str = choice(Strategy, "greedy")
-    beam_size: int = bounded(5, ge=1)
-    n_best: int = bounded(1, ge=1)  # hypotheses returned per sentence (beam); translate prints them all
-    length_penalty: float = 1.0  # alpha; 0 = raw log-probability (neutral)
-    length_penalty_kind: str = choice(LengthPenalty, "power")  # power: len^alpha | gnmt: ((5+len)/6)^alpha
+    strategy: str = "greedy"  # one of transformer.decoding.STRATEGIES (checked there)
     max_len_a: float = bounded(1.2, ge=0)  # output limit per sentence = a * source length + b (tokens, EOS included)
     max_len_b: int = bounded(10, ge=1)
     min_len: int = bounded(0, ge=0)  # fewest tokens before EOS
     no_repeat_ngram_size: int = bounded(0, ge=0)  # forbid repeating any n-gram of this size; 0 = off
-    top_k: int = bounded(0, ge=0)  # sampling: keep the k likeliest tokens; 0 = all
-    top_p: float = bounded(1.0, gt=0, le=1)  # sampling: nucleus mass
-    temperature: float = bounded(1.0, gt=0)  # sampling
-    seed: int = 0  # sampling
     batch_size: int = bounded(64, ge=1)  # sentences per decoding batch
     tag: str = ""  # translate "as" the training corpus with this tag (data.tag, data.extra_train.NAME.tag); "" = none
     # Our engine's linear maps on CPU: fp32 (exact), bf16 (where the CPU has bf16 products, else fp32 with a warning),
@@ -293,6 +285,16 @@ class DecodingConfig:
     # it runs, else fp32, silently: what translate/serve/backtranslate use, `user_decoding`); layer norm and softmax
     # stay fp32 (docs/speed.md#precision). engine=ctranslate2 ignores it (it has its compute type).
     precision: str = choice(InferencePrecision, SCORED_IN)
+
+
+# `DecodingBase` and every option of every strategy (their defaults, bounds and meaning in
+# `transformer.decoding.strategies`, checked there).
+DecodingConfig = make_dataclass(
+    "DecodingConfig",
+    [(name, type(o.default), field(default=o.default)) for name, o in options().items()],
+    bases=(DecodingBase,),
+    namespace={"__module__": __name__, "__doc__": "Search settings, shared by validation, evaluation and translation."},
+)
 
 
 def user_decoding() -> DecodingConfig:

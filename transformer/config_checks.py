@@ -1,8 +1,8 @@
 """Start-up checks of a composed config: every range and combination a user can get wrong, one line each.
 
-Types and unknown keys are Hydra's job (the dataclasses in `config.py`); these catch the
-values a type cannot: a negative dropout, n_best above the beam, an attention kind that
-cannot serve its use. `check_config` collects every problem and raises one `UserError`.
+Types and unknown keys are Hydra's job (the dataclasses in `config.py`); these catch the values a type cannot: a
+negative dropout, an attention kind that cannot serve its use (a decoding strategy's options: its entry in
+`transformer.decoding.STRATEGIES`). `check_config` collects every problem and raises one `UserError`.
 """
 
 import re
@@ -26,6 +26,8 @@ from transformer.config import (
     choice_fields,
 )
 from transformer.corpus import check_sources, extra_corpus
+from transformer.decoding.strategies import bound_problem
+from transformer.decoding.strategies import problems as strategy_problems
 from transformer.errors import UserError
 
 
@@ -44,17 +46,8 @@ def _choices(problems: list[str], prefix: str, node, schema: type) -> None:
 def _bounded(problems: list[str], prefix: str, node, schema: type) -> None:
     """Every setting of `schema` made with `config.bounded` against its bounds."""
     for name in schema.__dataclass_fields__:
-        b, key = bounds(schema, name), f"{prefix}{name}"
-        if "gt" in b and "le" in b:
-            if not b["gt"] < node[name] <= b["le"]:
-                problems.append(f"{key}={node[name]} must be in ({b['gt']}, {b['le']}]")
-        elif "ge" in b and "lt" in b:
-            _in_range(problems, key, node[name], b["ge"], b["lt"])
-        elif "ge" in b:
-            _at_least(problems, key, node[name], b["ge"])
-        elif "gt" in b:
-            if not node[name] > b["gt"]:
-                problems.append(f"{key}={node[name]} must be greater than {b['gt']}")
+        if b := bounds(schema, name):
+            problems += filter(None, [bound_problem(f"{prefix}{name}", node[name], b)])
 
 
 def _at_least(problems: list[str], key: str, value, low) -> None:
@@ -209,10 +202,7 @@ def _check_validation_tag(problems: list[str], cfg) -> None:
 def _check_decoding(problems: list[str], d) -> None:
     _choices(problems, "decoding.", d, DecodingConfig)
     _bounded(problems, "decoding.", d, DecodingConfig)
-    if d.n_best > d.beam_size:
-        problems.append(f"decoding.n_best={d.n_best} must be at most decoding.beam_size={d.beam_size}")
-    if d.n_best > 1 and d.strategy != "beam":
-        problems.append(f"decoding.n_best={d.n_best} needs decoding=beam (greedy and sampling give one hypothesis)")
+    problems += strategy_problems(d, "decoding.", settings=True)  # the strategy, its options and their combinations
     _tag(problems, "decoding.tag", d.tag)
 
 

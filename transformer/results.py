@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 from transformer import presets
 from transformer.config import DecodingConfig
 from transformer.corpus import builtin_files, builtin_source, evaluation_splits, fetch
+from transformer.decoding.strategies import STRATEGIES
 from transformer.errors import UserError
 from transformer.loading import Loaded
 from transformer.sources import Source
@@ -85,10 +86,7 @@ def samples(sources: list[str], hyps: list[str], refs: list[str], n: int) -> lis
 
 def label(cfg: DecodingConfig, precision: str) -> str:
     """A decoding as the table names it, then the precision it ran in: greedy, fp32; beam 5, power α=1.0, int8."""
-    name = cfg.strategy
-    if cfg.strategy == "beam":
-        name = f"beam {cfg.beam_size}, {cfg.length_penalty_kind} α={cfg.length_penalty}"
-    return f"{name}, {precision}"
+    return f"{STRATEGIES[cfg.strategy].title(cfg)}, {precision}"
 
 
 class Report:

@@ -1,11 +1,12 @@
 """What every search shares: its options, its hypotheses, and the step over a batch of prefixes."""
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 
 import torch
 from torch import Tensor
 
-from transformer.config import DecodingConfig, LengthPenalty, Strategy, choices
+from transformer.config import DecodingBase, DecodingConfig, Strategy
+from transformer.decoding.strategies import options, problems
 from transformer.interface import SearchCache, Seq2SeqModel
 from transformer.tokenizer import BOS_ID, EOS_ID
 
@@ -29,23 +30,16 @@ def strip_eos(tokens: list[int], eos_id: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class SearchOptions:
-    """The settings of one search; their meaning is documented on `DecodingConfig`, whose defaults they take."""
+class _SearchSettings:
+    """The settings of one search that every strategy shares (meaning and defaults on `DecodingConfig`)."""
 
     strategy: Strategy
-    beam_size: int
-    n_best: int
-    length_penalty: float
-    length_penalty_kind: LengthPenalty
-    max_len_a: float
-    max_len_b: int
-    min_len: int
-    no_repeat_ngram_size: int
-    top_k: int
-    top_p: float
-    temperature: float
+    max_len_a: float = DecodingBase.max_len_a
+    max_len_b: int = DecodingBase.max_len_b
+    min_len: int = DecodingBase.min_len
+    no_repeat_ngram_size: int = DecodingBase.no_repeat_ngram_size
     use_cache: bool = True
-    cuda_graphs: bool = True  # greedy on a GPU: replay each step as one CUDA graph (`fast_inference.graphs`)
+    cuda_graphs: bool = True  # on a GPU: replay each step as one CUDA graph (`fast_inference.graphs`)
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
 
@@ -57,21 +51,24 @@ class SearchOptions:
         return cls(**{**values, **overrides})
 
     def __post_init__(self):
-        if self.strategy not in choices(Strategy):
-            raise ValueError(f"strategy={self.strategy!r}; choose {', '.join(choices(Strategy))}")
-        if self.length_penalty_kind not in choices(LengthPenalty):
-            raise ValueError(
-                f"length_penalty_kind={self.length_penalty_kind!r}; choose {', '.join(choices(LengthPenalty))}"
-            )
-        if self.beam_size < 1 or not 1 <= self.n_best <= self.beam_size:
-            raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size (got {self.beam_size}, {self.n_best})")
-        if self.temperature <= 0 or not 0 < self.top_p <= 1:
-            raise ValueError(f"need temperature > 0 and 0 < top_p <= 1 (got {self.temperature}, {self.top_p})")
+        found = problems(self)
+        if found:
+            raise ValueError("; ".join(found))
 
     def output_limits(self, src_lengths: Tensor, max_positions: int) -> Tensor:
         """Per-sentence output limits a·len+b (source tokens incl. EOS), capped by the model's positions."""
         limit = (self.max_len_a * src_lengths + self.max_len_b).long()
         return limit.clamp(1, max_positions - 1)
+
+
+# The settings of one search: the shared ones and every strategy's options (`transformer.decoding.strategies`).
+SearchOptions = make_dataclass(
+    "SearchOptions",
+    [(name, type(o.default), field(default=o.default)) for name, o in options().items()],
+    bases=(_SearchSettings,),
+    frozen=True,
+    namespace={"__module__": __name__, "__doc__": "The settings of one search, checked by the strategies' table."},
+)
 
 
 def never_generated(options: SearchOptions, model: Seq2SeqModel, device: torch.device) -> Tensor:

@@ -158,9 +158,9 @@ class Translator(TextTranslator):
     def _search_batches(
         self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator: torch.Generator | None
     ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
-        if generator is None and options.strategy == "sample":
+        if generator is None:  # one stream for the whole call, whatever the strategy draws
             generator = self.generator()
         for batch in self._batches([ids[i] for i in todo]):
             rows = [todo[j] for j in batch]
             src = pad([ids[i] + [EOS_ID] for i in rows]).to(self.device)
-            yield rows, search(self.inference_model, src, options, generator)
+            yield rows, search(self.inference_model, src, options, generator, text=self.tokenizer.decode_tgt)

@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from transformer.cli import hydra_app, user_errors
 from transformer.config import DecodingConfig, EvaluateConfig
 from transformer.corpus import fetch, text_source
+from transformer.decoding.strategies import STRATEGIES
 from transformer.errors import UserError
 from transformer.files import atomic_write_text
 from transformer.sources import Source, build_source, given, source_config
@@ -18,17 +19,11 @@ log = logging.getLogger(__name__)
 
 
 def decoding_label(d: DictConfig) -> str:
-    """The decoding in a file name, so two decodings never share one: greedy, beam5, sample-t1-k0-p0.9-seed0,
-    plus every length setting that differs from its default (e.g. beam5-lp0.6-min3) and a tag (-tagbt); `main`
-    adds the precision it ran in."""
-    if d.strategy == "sample":
-        label = f"sample-t{d.temperature:g}-k{d.top_k}-p{d.top_p:g}-seed{d.seed}"
-    else:
-        label = "greedy" if d.strategy == "greedy" else f"beam{d.beam_size}"
-    default = DecodingConfig()
+    """The decoding in a file name, so two decodings never share one: its strategy's label (greedy, beam5,
+    sample-t1-k0-p0.9-seed0, beam5-lp0.6), plus every length setting that differs from its default (e.g. -min3) and a
+    tag (-tagbt); `main` adds the precision it ran in."""
+    label, default = STRATEGIES[d.strategy].label(d), DecodingConfig()
     short = {"max_len_a": "a", "max_len_b": "b", "min_len": "min", "no_repeat_ngram_size": "norepeat"}
-    if d.strategy == "beam":
-        short.update(length_penalty="lp", length_penalty_kind="lpkind")
     for key, tag in short.items():
         if d[key] != getattr(default, key):
             label += f"-{tag}{d[key]:g}" if isinstance(d[key], float) else f"-{tag}{d[key]}"

@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer.beam import penalty_divisor
 from transformer.config import DecodingConfig
+from transformer.decoding.strategies import STRATEGIES
 from transformer.errors import UserError
 from transformer.export.ctranslate2 import CONFIG_FILE
 from transformer.precision import named
@@ -69,7 +70,7 @@ class CTranslate2Translator(TextTranslator):
     def __init__(self, directory: str, cfg: DecodingConfig, device: str = "cpu", exact: bool = True, **options):
         """`device`: cpu, cuda or auto; `options` go to `ctranslate2.Translator` (compute_type, intra_threads)."""
         super().__init__(cfg)
-        _check(self.options)
+        STRATEGIES[self.options.strategy].ctranslate2(self.options, 0)  # refuses what CTranslate2 cannot do
         self.export, self.tokenizer = load_export(directory)
         self.max_positions, self.exact = int(self.export.config.model.max_positions), exact
         self.never = {self.tokenizer.tgt.id_to_piece(i) for i in (PAD_ID, BOS_ID)}  # our search never generates them
@@ -90,48 +91,34 @@ class CTranslate2Translator(TextTranslator):
             return_end_token=True,  # so that a hypothesis' length counts its EOS, as ours does
             max_input_length=0,
         )
-        if options.strategy == "beam":
-            alpha = 0.0 if options.length_penalty_kind == "none" else options.length_penalty
-            patience = float(max_len) if self.exact else 1.0  # beam·max_len finished ones: every one there can be
-            beam = dict(beam_size=options.beam_size, num_hypotheses=options.n_best, patience=patience)
-            return arguments | beam | dict(length_penalty=alpha)
-        arguments |= dict(beam_size=1, length_penalty=0.0)  # greedy and sampling score the raw log-probability
-        if options.strategy == "sample":
-            top_k = min(options.top_k, self.tokenizer.tgt_vocab_size)  # 0 = all, as ours
-            arguments |= dict(
-                sampling_topk=top_k, sampling_topp=options.top_p, sampling_temperature=options.temperature
-            )
-        return arguments
+        strategy = STRATEGIES[options.strategy].ctranslate2(options, self.tokenizer.tgt_vocab_size)
+        if "num_hypotheses" in strategy:  # beam search: as ours, every finished hypothesis there can be (see above)
+            strategy["patience"] = float(max_len) if self.exact else 1.0
+        return arguments | strategy
 
     def _translate(self, pieces: list[list[str]], options: SearchOptions, max_len: int) -> list[list[Hypothesis]]:
         """The hypotheses of a batch of source pieces, none holding `<pad>` or `<s>` (see the module docstring)."""
         arguments = self._arguments(options, max_len)
         results = self.engine.translate_batch(pieces, **arguments)
-        hyps = []
+        alpha, hyps = arguments["length_penalty"], []
         for result in results:
             pairs = zip(result.hypotheses, result.scores)
-            hyps.append([self._hypothesis(t, score, score * self._divisor(t, options)) for t, score in pairs])
+            hyps.append([self._hypothesis(t, score, score * _divisor(t, alpha)) for t, score in pairs])
         again = [j for j, result in enumerate(results) if any(self.never.intersection(t) for t in result.hypotheses)]
         if again:
             suppressed = [[piece] for piece in sorted(self.never)]
             redone = self.engine.translate_batch([pieces[j] for j in again], suppress_sequences=suppressed, **arguments)
             for j, result in zip(again, redone):
-                hyps[j] = self._rescored(pieces[j], result.hypotheses, options)
+                hyps[j] = self._rescored(pieces[j], result.hypotheses, alpha)
         return hyps
 
-    def _rescored(self, source: list[str], targets: list[list[str]], options: SearchOptions) -> list[Hypothesis]:
-        """The hypotheses `targets`, scored by the model's own log-probabilities, best first."""
+    def _rescored(self, source: list[str], targets: list[list[str]], alpha: float) -> list[Hypothesis]:
+        """The hypotheses `targets`, scored by the model's own log-probabilities over CTranslate2's length penalty
+        `alpha`, best first."""
         scored = self.engine.score_batch([source] * len(targets), targets, max_input_length=0)
         logprobs = [sum(s.log_probs[: len(t)]) for s, t in zip(scored, targets)]  # score_batch appends an EOS
-        hyps = [self._hypothesis(t, lp / self._divisor(t, options), lp) for t, lp in zip(targets, logprobs)]
+        hyps = [self._hypothesis(t, lp / _divisor(t, alpha), lp) for t, lp in zip(targets, logprobs)]
         return sorted(hyps, key=lambda h: h.score, reverse=True)
-
-    @staticmethod
-    def _divisor(target: list[str], options: SearchOptions) -> float:
-        """What CTranslate2 divides a hypothesis' log-probability by: beam search's length penalty, else 1."""
-        if options.strategy != "beam":
-            return 1.0
-        return penalty_divisor(len(target), options.length_penalty, options.length_penalty_kind)
 
     def _hypothesis(self, target: list[str], score: float, logprob: float) -> Hypothesis:
         """Our `Hypothesis` of target pieces (EOS included where generated)."""
@@ -141,7 +128,7 @@ class CTranslate2Translator(TextTranslator):
     def _search_batches(
         self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator=None
     ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
-        _check(options)
+        STRATEGIES[options.strategy].ctranslate2(options, 0)  # refuses what CTranslate2 cannot do before any work
         todo = sorted(todo, key=lambda i: len(ids[i]))
         lengths = torch.tensor([len(ids[i]) + 1 for i in todo], dtype=torch.long)  # EOS included
         max_len = dict(zip(todo, options.output_limits(lengths, self.max_positions).tolist()))
@@ -153,6 +140,7 @@ class CTranslate2Translator(TextTranslator):
                 yield batch, self._translate(pieces, options, limit_of_group)
 
 
-def _check(options: SearchOptions) -> None:
-    if options.strategy == "beam" and options.length_penalty_kind == "gnmt":
-        raise UserError("decoding.length_penalty_kind=gnmt is not available with engine=ctranslate2: use power")
+def _divisor(target: list[str], alpha: float) -> float:
+    """What CTranslate2 divides a hypothesis' log-probability by: its length to the power of the length penalty
+    (0 for greedy and sampling: 1)."""
+    return penalty_divisor(len(target), alpha)

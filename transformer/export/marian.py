@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
 from transformer.checkpoint import Checkpoint
+from transformer.decoding.strategies import STRATEGIES
 from transformer.errors import UserError
 from transformer.export.weights import named_weights
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -169,7 +170,7 @@ def export_marian(ckpt: Checkpoint, directory: Path, name: str) -> None:
         eos_token_id=EOS_ID,
         pad_token_id=PAD_ID,
         suppress_tokens=[PAD_ID, BOS_ID],
-        num_beams=int(d.beam_size) if d.strategy == "beam" else 1,
+        num_beams=int(d.beam_size) if "beam_size" in STRATEGIES[d.strategy].reads() else 1,
         length_penalty=float(d.length_penalty),
         max_length=int(ckpt.config.model.max_positions) - 1,
     )

@@ -3,6 +3,7 @@
 import dataclasses
 
 from transformer.config import DecodingConfig
+from transformer.decoding.strategies import STRATEGIES, requested
 from transformer.search_state import Hypothesis
 from transformer.translator import Translator
 
@@ -10,19 +11,16 @@ Result = tuple[list[int], list[Hypothesis]]  # source ids, hypotheses best first
 
 
 def decoding_settings(defaults: DecodingConfig, **request) -> DecodingConfig:
-    """The server's defaults overridden by a request's `beam_size`, `n_best`, `length_penalty`, `sampling`, ...
+    """The server's defaults overridden by a request's `strategy`, `beam_size`, `n_best`, `sampling`, ...
 
-    A `beam_size` or an `n_best` > 1 asks for beam search, `sampling=true` for sampling.
+    The strategy is the one the request asks for (`strategies.requested`); one that gives a single hypothesis
+    gets n_best=1.
     """
     given = {k: v for k, v in request.items() if v is not None}
-    sampling = given.pop("sampling", defaults.strategy == "sample")
-    strategy = defaults.strategy
-    if sampling:
-        strategy = "sample"
-    elif strategy == "sample" or "beam_size" in given or given.get("n_best", 1) > 1:
-        strategy = "beam"
-    cfg = dataclasses.replace(defaults, strategy=strategy, **given)
-    if cfg.strategy != "beam":
+    strategy = requested(defaults.strategy, given)
+    settings = {k: v for k, v in given.items() if k != "strategy" and k not in (e.flag for e in STRATEGIES.values())}
+    cfg = dataclasses.replace(defaults, strategy=strategy, **settings)
+    if "n_best" not in STRATEGIES[strategy].reads():
         cfg = dataclasses.replace(cfg, n_best=1)
     return cfg
 

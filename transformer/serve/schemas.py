@@ -1,9 +1,12 @@
-"""The request bodies: strict types, no unknown keys, bounded decoding settings (the bounds of `DecodingConfig`,
-plus the service's own upper limits)."""
+"""The request bodies: strict types, no unknown keys, bounded decoding settings (each strategy's options that a
+request may set, with their bounds plus the service's own, from `transformer.decoding.STRATEGIES`)."""
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing import Any, Literal
 
-from transformer.config import TAG_PATTERN, DecodingConfig, bounds
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+
+from transformer.config import TAG_PATTERN
+from transformer.decoding.strategies import STRATEGIES, Option, options
 
 
 def whole(value: object) -> object:
@@ -11,36 +14,45 @@ def whole(value: object) -> object:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-class DecodingOptions(BaseModel):
-    """Per-request decoding settings; each left out (null) takes the server's default."""
+class _Settings(BaseModel):
+    """What every request's decoding settings share: strict types, no unknown keys, `given`."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-
-    beam_size: int | None = Field(
-        None, **bounds(DecodingConfig, "beam_size"), le=16, description="beam search with this beam"
-    )
-    n_best: int | None = Field(
-        None, **bounds(DecodingConfig, "n_best"), le=16, description="hypotheses per sentence (beam search)"
-    )
-    length_penalty: float | None = Field(None, ge=0.0, le=5.0, description="alpha of the length penalty")
-    sampling: bool | None = Field(None, description="sample instead of searching")
-    temperature: float | None = Field(
-        None, **bounds(DecodingConfig, "temperature"), le=10.0, description="sampling temperature"
-    )
-    top_k: int | None = Field(
-        None, **bounds(DecodingConfig, "top_k"), le=1000, description="sampling: keep the k likeliest tokens; 0 = all"
-    )
-    top_p: float | None = Field(None, **bounds(DecodingConfig, "top_p"), description="sampling: nucleus mass")
-    seed: int | None = Field(None, ge=0, lt=2**63, description="sampling seed; random when left out")
-    tag: str | None = Field(
-        None, pattern=f"^({TAG_PATTERN})?$", description='translate "as" the training corpus with this tag; "" = none'
-    )
-
-    _whole = field_validator("beam_size", "n_best", "top_k", "seed", mode="before")(whole)
 
     def given(self) -> dict:
         """The settings the request gave, seed excepted."""
         return self.model_dump(include=set(DecodingOptions.model_fields) - {"seed"}, exclude_none=True)
+
+
+def _field(strategy: str, option: Option) -> tuple[Any, Any]:
+    """A request's field for a strategy's option: its type or allowed values, its bounds and the service's own."""
+    kind = Literal[option.choices] if option.choices else type(option.default)
+    bounded = Field(None, **option.bounds, **(option.request or {}), description=f"{strategy}: {option.help}")
+    return kind | None, bounded
+
+
+_OWNER = {name: entry.name for entry in STRATEGIES.values() for name in entry.options}
+_OFFERED = {name: option for name, option in options().items() if option.request is not None}
+_FLAGS = {entry.flag: entry for entry in STRATEGIES.values() if entry.flag}
+DecodingOptions = create_model(
+    "DecodingOptions",
+    __base__=_Settings,
+    __doc__="Per-request decoding settings; each left out (null) takes the server's default.",
+    __validators__={
+        "_whole": field_validator(*(n for n, o in _OFFERED.items() if type(o.default) is int), mode="before")(whole)
+    },
+    strategy=(Literal[tuple(STRATEGIES)] | None, Field(None, description="the decoding strategy")),
+    **{name: _field(_OWNER[name], option) for name, option in _OFFERED.items()},
+    **{flag: (bool | None, Field(None, description=f"{entry.name}: {entry.help}")) for flag, entry in _FLAGS.items()},
+    tag=(
+        str | None,
+        Field(
+            None,
+            pattern=f"^({TAG_PATTERN})?$",
+            description='translate "as" the training corpus with this tag; "" = none',
+        ),
+    ),
+)
 
 
 ONE_OF_TEXT_OR_TEXTS = [

@@ -7,6 +7,8 @@ import secrets
 import time
 
 from transformer.config import DecodingConfig, ServeSettings
+from transformer.decoding.strategies import STRATEGIES
+from transformer.decoding.strategies import problems as strategy_problems
 from transformer.loading import Loaded
 from transformer.plotting import attention_matrix, attention_tokens
 from transformer.run_folder import RunFolder
@@ -48,12 +50,11 @@ class Decoded:
 
 def answer_head(model: str, decoded: Decoded, start: float) -> dict:
     """What every answer starts with: the model, the settings used, the batch joined, the timings."""
-    cfg = decoded.cfg
+    cfg, entry = decoded.cfg, STRATEGIES[decoded.cfg.strategy]
     settings = {"strategy": cfg.strategy, "n_best": cfg.n_best}
-    if cfg.strategy == "beam":
-        settings |= {"beam_size": cfg.beam_size, "length_penalty": cfg.length_penalty}
-    if cfg.strategy == "sample":
-        settings |= {"temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p, "seed": decoded.seed}
+    settings |= {name: getattr(cfg, name) for name in entry.reads() if name in DecodingOptions.model_fields}
+    if "seed" in settings:
+        settings["seed"] = decoded.seed
     if cfg.tag:
         settings["tag"] = cfg.tag
     return {
@@ -109,8 +110,8 @@ class Service:
 
     def _config(self, options: DecodingOptions) -> DecodingConfig:
         cfg = decoding_settings(self.defaults, **options.given())
-        if cfg.strategy == "beam" and cfg.n_best > cfg.beam_size:
-            raise RequestError(422, f"n_best={cfg.n_best} must not exceed beam_size={cfg.beam_size}")
+        if found := strategy_problems(cfg, bounds=False):
+            raise RequestError(422, "; ".join(found))
         if cfg.tag and cfg.tag not in self.tokenizer.tags:
             raise RequestError(422, f"tag={cfg.tag!r} is not one of this model's tags: {list(self.tokenizer.tags)}")
         return cfg
@@ -143,7 +144,7 @@ class Service:
         cfg = self._config(options)
         seed = options.seed if options.seed is not None else secrets.randbits(63)
         # Sampling draws from the request's own generator, so a sampled request is a batch of its own.
-        key = ("sample", object()) if cfg.strategy == "sample" else dataclasses.astuple(cfg)
+        key = ("draws", object()) if STRATEGIES[cfg.strategy].draws(cfg) else dataclasses.astuple(cfg)
         job = Job(sentences, self._tokens(sentences, cfg.tag), key, (cfg, seed))
         try:
             future = asyncio.wrap_future(self.batcher.submit(job))

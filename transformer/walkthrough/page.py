@@ -37,7 +37,7 @@ This page walks through attention with small worked examples, the kind the class
 but every number and picture here is produced by the code that trains and runs this project's models:
 `attention_weights`, `attention_reference`, `padding_mask`, `causal_mask`, `MultiHeadAttention` and the
 additive, local, strided, LSH and Linformer variants from `transformer/attention/`, the `Transformer` of
-`transformer/model.py`, `greedy_decode` from `transformer/decoding.py` and the heatmaps of
+`transformer/model.py`, `greedy_decode` from `transformer/decoding/` and the heatmaps of
 `transformer/plotting.py`. There is no separate toy version.
 
 ```bash

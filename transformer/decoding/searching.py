@@ -1,0 +1,94 @@
+"""`search`, the one way into decoding, and its keyword shorthands `greedy_decode` and `beam_search`.
+
+`search(model, src, options)` runs the entry of `STRATEGIES` that `options.strategy` names over any model with
+`encode`, `init_cache` and `decode`; every strategy returns, per sentence, a list of `Hypothesis` (best first).
+All strategies share one step (`SearchState.step`); with `use_cache=True` a step feeds only the newest token and
+reads the rest of the prefix from a `DecoderCache`, with `use_cache=False` it re-runs the whole prefix. The two
+give the same ids. Lengths count generated tokens including EOS; BOS and pad are never generated. The search runs
+on the model it is given: whoever loads a model for inference passes its `inference_copy`
+(`transformer.fast_inference`), made once.
+"""
+
+import torch
+from torch import Tensor
+
+from transformer.config import DecodingConfig
+from transformer.decoding.one_best import greedy_ids
+from transformer.decoding.strategies import STRATEGIES, Text
+from transformer.interface import Seq2SeqModel
+from transformer.search_state import Hypothesis, SearchOptions, limits
+
+
+def _prepared(model: Seq2SeqModel, src: Tensor, options: SearchOptions, max_len: int | Tensor | None) -> Tensor:
+    """Put `model` in eval mode; the per-sentence output limits (B,): `max_len`, else `options.output_limits` of the
+    source lengths."""
+    model.eval()
+    if max_len is None:
+        return options.output_limits((src != model.pad_id).sum(1), model.max_positions)
+    return limits(max_len, src.size(0), src.device)
+
+
+@torch.inference_mode()
+def search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    options: SearchOptions,
+    generator: torch.Generator | None = None,
+    max_len: int | Tensor | None = None,
+    text: Text | None = None,
+) -> list[list[Hypothesis]]:
+    """Hypotheses (best first; at most `options.n_best`) for each source row of `src` (B, S).
+
+    Output limits are `options.output_limits` of the source lengths unless `max_len` (an int or a (B,) tensor) is
+    given; `generator` (on `src`'s device) drives sampling; `text` turns target ids into text for a strategy that
+    compares translations.
+    """
+    limit = _prepared(model, src, options, max_len)
+    return STRATEGIES[options.strategy].search(model, src, options, limit, generator, text)
+
+
+@torch.inference_mode()
+def greedy_decode(
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_len: int | Tensor,
+    use_cache: bool = True,
+    cuda_graphs: bool = True,
+) -> Tensor:
+    """`search`'s greedy ids as one tensor (B, ≤max_len): without BOS, EOS included where generated, pad_id after.
+
+    `max_len` may be a (B,) tensor of per-sentence limits; `cuda_graphs=False` keeps a GPU search eager.
+    """
+    options = SearchOptions.from_config(
+        strategy="greedy", bos_id=bos_id, eos_id=eos_id, use_cache=use_cache, cuda_graphs=cuda_graphs
+    )
+    return greedy_ids(model, src, options, _prepared(model, src, options, max_len))[0]
+
+
+def beam_search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    beam_size: int,
+    bos_id: int,
+    eos_id: int,
+    max_len: int | Tensor,
+    length_penalty: float = DecodingConfig.length_penalty,
+    use_cache: bool = True,
+    cuda_graphs: bool = True,
+) -> list[list[int]]:
+    """Beam search: the best hypothesis of each sentence as a list of ids without BOS and EOS; `cuda_graphs=False`
+    keeps a GPU search eager."""
+    options = SearchOptions.from_config(
+        strategy="beam",
+        beam_size=beam_size,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        length_penalty=length_penalty,
+        use_cache=use_cache,
+        cuda_graphs=cuda_graphs,
+    )
+    return [hyps[0].tokens for hyps in search(model, src, options, max_len=max_len)]
