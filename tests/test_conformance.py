@@ -18,6 +18,7 @@ from torch import Tensor
 from tests.conftest import tiny_model
 from tests.test_decoding import BOS, EOS, PAD, hypotheses
 from tests.test_rnn import tiny_rnn
+from transformer import hardware
 from transformer.attention import USES, VARIANTS, usable
 from transformer.config import AttentionConfig
 from transformer.ensemble import Ensemble
@@ -30,7 +31,7 @@ SIZES = dict(d_model=16, n_heads=2, n_encoder_layers=2, n_decoder_layers=2, d_ff
 KNOBS = dict(window=3, stride=2, bucket_size=4, rank=8)  # narrow enough that each pattern differs from dot's
 
 needs_x86 = pytest.mark.skipif(not kernels.onednn(), reason="inference copies are made on x86-64 with oneDNN only")
-needs_bf16 = pytest.mark.skipif(not kernels.bf16_native(), reason="this CPU has no bf16 products (e.g. AVX2 only)")
+needs_bf16 = pytest.mark.skipif(not hardware.native_bf16("cpu"), reason="no bf16 products (e.g. AVX2 only)")
 
 
 def transformer(seed: int = 0, **options) -> Seq2SeqModel:
