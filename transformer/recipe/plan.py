@@ -9,6 +9,7 @@ from pathlib import Path
 from transformer import presets
 from transformer.config import DataConfig, RecipeConfig
 from transformer.errors import UserError
+from transformer.run_folder import RunFolder
 
 # The transformer modules that import torch (corpus, checkpoint) are imported where they are needed, so that --help,
 # dry_run=true and a rerun of a finished pipeline start at once.
@@ -178,7 +179,7 @@ def en_fr_speed(cfg: RecipeConfig) -> float | None:
         return None
     from transformer.checkpoint import read_metadata
 
-    meta = read_metadata(folder / "checkpoints" / "last.safetensors")
+    meta = read_metadata(RunFolder(folder).last)
     return int(meta["step"]) / max(float(meta["train_minutes"]), 1e-3)
 
 
@@ -259,7 +260,7 @@ def closing_stages(cfg: RecipeConfig, n_finals: int) -> list[Stage]:
     finals = [parent / name for name in numbered("final", n_finals)]
     tuned = [parent / "finetune"] if cfg.finetune_minutes > 0 else []
     last_runs = (tuned or finals) if cfg.average > 0 else []
-    averages = [run / "checkpoints" / f"avg_last{cfg.average}.safetensors" for run in last_runs]
+    averages = [RunFolder(run).average(last=cfg.average) for run in last_runs]
     stages = [
         Stage(
             name,

@@ -18,6 +18,7 @@ from pathlib import Path
 from transformer.config import RecipeConfig
 from transformer.files import atomic_write_text
 from transformer.recipe.plan import Stage, StageFailed, final_count, plan
+from transformer.run_folder import RunFolder
 
 STATES = {"todo": "", "finished": " (finished)", "changed": " (finished with other settings)"}
 
@@ -40,7 +41,7 @@ def counts(stage: Stage, parent: Path) -> dict[str, int]:
     if stage.run_dir is not None:
         from transformer.checkpoint import read_metadata
 
-        return {"steps": int(read_metadata(stage.run_dir / "checkpoints" / "last.safetensors")["step"])}
+        return {"steps": int(read_metadata(RunFolder(stage.run_dir).last)["step"])}
     if stage.name == "synthetic":
         from transformer.backtranslation import read_manifest
 
@@ -60,7 +61,7 @@ def run_stage(stage: Stage, parent: Path, prefix: str) -> None:
             f"stage {stage.name} was finished with other settings (see {marker}); choose another parent=, "
             f"or delete {marker} and its output to redo it"
         )
-    resumed = stage.run_dir is not None and (stage.run_dir / "checkpoints" / "last.safetensors").exists()
+    resumed = stage.run_dir is not None and RunFolder(stage.run_dir).last.exists()
     command = [*stage.command, *stage.resume] if resumed else stage.command
     if stage.before is not None:
         stage.before()
