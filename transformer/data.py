@@ -249,12 +249,28 @@ def _build(
     _check_not_empty(sum(r.kept for r in reports), corpora)
     for split, pairs in evaluation.items():
         tokens += _write_evaluation(work / split, pairs, Encoder(tokenizer, "", threads, text=True))
+    return _meta(cfg, list(files), evaluation, corpora, reports, folders, keys, tokens, work)
+
+
+def _meta(
+    cfg: DataConfig,
+    splits: list[str],
+    evaluation: dict[str, list],
+    corpora: list[TrainingCorpus],
+    reports: list[CleaningReport],
+    folders: list[str],
+    keys: list[str],
+    tokens: int,
+    work: Path,
+) -> dict:
+    """What meta.json says of the built splits: pair counts, each training corpus with its cleaning counts and
+    reuse key, the tokens and the bytes each takes on disk."""
     return {
         "train": cfg.train_split,
-        "splits": list(files),
+        "splits": splits,
         "pairs": {
             split: sum(r.kept for r in reports) if split == cfg.train_split else len(evaluation[split])
-            for split in files
+            for split in splits
         },
         "corpora": [
             {"name": c.name, "pairs": r.kept, "tag": c.tag, "folder": f, "cleaning": {"read": r.read, **r.dropped}}
