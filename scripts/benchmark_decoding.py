@@ -1,22 +1,42 @@
-"""Decoding speed: ours in fp32, bf16 and int8 against CTranslate2 float32 and int8 on the very same weights.
+"""Decoding speed: ours in each precision against CTranslate2 in every compute type this CPU runs.
 
-For each size (`small`, `base`), search (greedy, beam 5) and batch (32: throughput; 1: latency, the
-sentences decoded one at a time), every engine decodes the same random source sentences with EOS
+Synthetic mode (the default): for each size (`small`, `base`), search (greedy, beam 5) and batch (32: throughput; 1:
+latency, the sentences decoded one at a time), every engine decodes the same random source sentences with EOS
 disabled, so each sentence decodes exactly `--out-len` tokens. Our model has random weights;
 CTranslate2 runs them exported with `transformer.export.ctranslate2` (`pip install -e .[export]`);
 Hugging Face's MarianMT of the same size, with weights of its own, is timed too when `transformers` is
 installed (`pip install -e .[bench]`). Ours runs as a `Translator` runs it: through its
-inference copy (transformer/fast_inference/) in each precision, made once. Each engine runs in a
-process of its own, with the same number of threads: a process that has run CTranslate2 runs torch up
-to 1.8× slower. Calls are interleaved round by round after one warm-up each; the table gives medians.
+inference copy (transformer/fast_inference/) in each precision, made once.
+
+Real mode (`--checkpoint` and `--sentences`): what users run. Each checkpoint (a run folder or a file; the table's
+size is its `configs/model` preset, else its width and depth) translates the sentences with EOS on, each sentence up
+to the checkpoint's decoding limit a·(source pieces + 1) + b. Ours as `transformer-translate` calls it
+(`load(checkpoint).translator(DecodingConfig(...)).translate(sentences)`) in its default precision (`auto`, shown
+with what it resolved to), fp32, int8 and bf16 where the CPU computes bf16 natively; CTranslate2 on the checkpoint's
+`transformer-export` folder, called as its README shows (`engines.ctranslate2_translate`). Batch 32 is the whole file
+through each engine's own batching; batch 1 the first `--latency-sentences` sentences, one call each. With
+`--references`, each engine's BLEU (sacreBLEU's corpus BLEU, as `transformer-evaluate` prints it) of its batch-32
+output.
+
+Both modes time CTranslate2 in every plain compute type the CPU supports (float32, int8, int16, bfloat16: those of
+`ctranslate2.get_supported_compute_types("cpu")`), report sentences/s and target tokens/s (pieces generated, EOS
+excluded; synthetic: `--out-len` a sentence), and compare ours in its default precision with CTranslate2's fastest
+compute type. Each engine runs in a process of its own, with the same number of threads: a process that has run
+CTranslate2 runs torch up to 1.8× slower. Calls are interleaved round by round after one warm-up each; the table
+gives medians. The `--json` last line holds `cpu`, `default_precision`, `records` (one per engine and cell:
+engine, precision (ours' name, or CTranslate2's compute type), size, strategy, batch, sent_per_s, tok_per_s, and
+in the real mode with references bleu) and `ct2_best`, a dict keyed "size,strategy,batch" of
+{"compute_type", "sent_per_s"}: CTranslate2's fastest compute type in that cell.
 
     python scripts/benchmark_decoding.py                          # small and base, every precision
     python scripts/benchmark_decoding.py --size small --json      # ... and a JSON last line
     python scripts/benchmark_decoding.py --quick --precisions fp32  # a tiny run (the tests')
     python scripts/benchmark_decoding.py --size base --device cuda --precisions fp32 bf16
+    python scripts/benchmark_decoding.py --checkpoint outputs/small outputs/base \\
+        --sentences data/multi30k/test_2016_flickr.fr.gz --references data/multi30k/test_2016_flickr.en.gz --json
 
 `--uncached` and `--unpacked` add our fp32 search without the KV cache and with oneDNN off (`F.linear`), `--eager`
-(GPU) without CUDA graphs;
+(GPU) without CUDA graphs (synthetic mode);
 `--products` instead times the decoder's matrix products alone, in GFLOP/s, through F.linear and through the
 kernel of each inference precision (`decoding.precision`: fp32, bf16 where the CPU has bf16 products, int8).
 """
@@ -27,20 +47,39 @@ import importlib.util
 import json
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 
+import sacrebleu
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 
-from transformer.bench.engines import CT2_PRECISIONS, DTYPES, Case, EngineError, Engines, Pieces, Setup, ours
+from transformer import presets
+from transformer.bench.engines import (
+    DTYPES,
+    Case,
+    Decoded,
+    EngineError,
+    Engines,
+    Pieces,
+    RealSetup,
+    Setup,
+    Trained,
+    ct2_compute_types,
+    ours,
+)
 from transformer.bench.timing import ISA, add_workload_arguments, cpu_description, measure
-from transformer.config import InferencePrecision, choices
+from transformer.cli.export import check_exportable
+from transformer.config import DecodingConfig, InferencePrecision, ModelConfig, choices
 from transformer.fast_inference import inference_copy
 from transformer.fast_inference.kernels import cpu_isa, runs
+from transformer.hardware import native_bf16
+from transformer.loading import load
 from transformer.marian_reference import SIZES, model_config
-from transformer.precision import TRANSLATED_IN, resolve
+from transformer.precision import AUTO, TRANSLATED_IN, resolve
+from transformer.sources.streams import read_lines
 
 PRECISIONS = ("fp32", "bf16", "int8")
 QUICK = dict(size=["small"], batch=[4, 1], src_len=6, out_len=4, vocab=64, rounds=1, latency_sentences=2)
@@ -88,18 +127,28 @@ def products(args: argparse.Namespace) -> None:
             print(f"{rows:5} {name:14} " + " ".join(f"{gflops[p]:9.0f}" for p in names) + f"  {ratios}")
 
 
-def plan(args: argparse.Namespace, engines: set[str]) -> list[Case]:
-    """Every case, cell by cell (size, strategy, batch), each cell's engines one after the other."""
-    ct2 = [("ctranslate2", p) for p in CT2_PRECISIONS if "ctranslate2" in engines]
-    hf = [("marianmt", p) for p in (args.precisions if args.device != "cpu" else ["fp32"]) if p in DTYPES]
-    rows = [*(("ours", p) for p in args.precisions), *ct2, *(hf if "marianmt" in engines else [])]
+def plan(sizes: list[str], batches: list[int], rows: list[tuple[str, str]], variants: list[str]) -> list[Case]:
+    """Every case, cell by cell (size, strategy, batch), each cell's engines (`rows`: engine, precision) one after
+    the other, then our fp32 search's `variants`."""
     cases = []
-    for size in args.size:
+    for size in sizes:
         for strategy in ("greedy", "beam"):
-            for batch in args.batch:
+            for batch in batches:
                 cases += [Case(engine, p, size, strategy, batch) for engine, p in rows]
-                cases += [Case("ours", "fp32", size, strategy, batch, v) for v in args.variants]
+                cases += [Case("ours", "fp32", size, strategy, batch, v) for v in variants]
     return cases
+
+
+def engine_rows(args: argparse.Namespace, engines: set[str]) -> list[tuple[str, str]]:
+    """(engine, precision) of every engine timed in each cell: ours in each precision (real mode: first the default,
+    auto, and bf16 only where the CPU computes it natively), CTranslate2 in each compute type, MarianMT."""
+    if args.checkpoint:
+        ours = [AUTO, *(p for p in args.precisions if p != "bf16" or native_bf16("cpu"))]
+    else:
+        ours = args.precisions
+    ct2 = [("ctranslate2", t) for t in (ct2_compute_types() if "ctranslate2" in engines else [])]
+    hf = [("marianmt", p) for p in (args.precisions if args.device != "cpu" else ["fp32"]) if p in DTYPES]
+    return [*(("ours", p) for p in ours), *ct2, *(hf if "marianmt" in engines else [])]
 
 
 def prepare(args: argparse.Namespace, folder: Path, ct2: bool) -> Setup:
@@ -125,61 +174,167 @@ def prepare(args: argparse.Namespace, folder: Path, ct2: bool) -> Setup:
     )
 
 
+def model_label(model_cfg) -> str:
+    """A checkpoint's size in the table: the `configs/model` preset its dimensions match, else its width and depth."""
+    dims = ("family", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff")
+    for name in presets.names("model"):
+        preset = presets.compose("model", name)
+        if all(getattr(preset, key) == model_cfg.get(key, getattr(ModelConfig, key)) for key in dims):
+            return name
+    return f"d{model_cfg.d_model} {model_cfg.n_encoder_layers}+{model_cfg.n_decoder_layers} layers"
+
+
+def trained(checkpoint: str, export: Path | None) -> Trained:
+    """`checkpoint` loaded as `transformer-translate` loads it, exported for CTranslate2 to `export` (unless None)."""
+    ckpt = load(checkpoint, device="cpu").members[0]
+    if export is not None:
+        from transformer.export.ctranslate2 import export_ctranslate2
+
+        check_exportable(ckpt.config.model)
+        export.mkdir()
+        export_ctranslate2(ckpt, export, export.name)
+    default = DecodingConfig()
+    a = OmegaConf.select(ckpt.config, "decoding.max_len_a", default=default.max_len_a)
+    b = OmegaConf.select(ckpt.config, "decoding.max_len_b", default=default.max_len_b)
+    label = model_label(ckpt.config.model)
+    return Trained(label, str(ckpt.path), str(export or ""), float(a), int(b), ckpt.model.max_positions)
+
+
+def prepare_real(args: argparse.Namespace, folder: Path, ct2: bool) -> RealSetup:
+    """Each checkpoint (exported into `folder` for CTranslate2) and the sentences to translate."""
+    models = [trained(c, folder / f"ct2_{i}" if ct2 else None) for i, c in enumerate(args.checkpoint)]
+    if len({model.label for model in models}) < len(models):  # two of one size: named by what the user gave
+        models = [replace(model, label=checkpoint) for model, checkpoint in zip(models, args.checkpoint)]
+    src = tuple(read_lines(Path(args.sentences)))
+    threads = args.threads or torch.get_num_threads()
+    return RealSetup(tuple(models), src, args.latency_sentences, threads)
+
+
+def timed(engines: set[str], setup: Setup | RealSetup, cases: list[Case], rounds: int):
+    """Each case's median seconds a call, and in the real mode its translations (`Decoded`)."""
+    with Engines(engines, setup) as processes:  # each waits for its own device: time as on the CPU
+        seconds = measure({case: functools.partial(processes.run, case) for case in cases}, rounds, torch.device("cpu"))
+        outputs = {case: processes.output(case) for case in cases} if isinstance(setup, RealSetup) else {}
+    return seconds, outputs
+
+
 def label(case: Case) -> str:
-    return " ".join(filter(None, [case.engine, case.precision, case.variant and f"({case.variant})"]))
+    precision = f"{AUTO}={default_precision()}" if case.precision == AUTO else case.precision
+    return " ".join(filter(None, [case.engine, precision, case.variant and f"({case.variant})"]))
 
 
-def cell_value(case: Case, seconds: float, setup: Setup) -> str:
-    """Sentences per second; at batch 1 also milliseconds per sentence."""
-    n = setup.sentences(case.batch)
-    return f"{n / seconds:.1f}" + (f" ({1000 * seconds / n:.0f} ms)" if case.batch == 1 else "")
+def measured(seconds: dict[Case, float], outputs: dict[Case, Decoded], setup, refs: list[str]) -> dict[Case, dict]:
+    """Each case's sentences/s, target tokens/s (synthetic: `out_len` a sentence) and, with references, BLEU of its
+    translations (sacreBLEU's corpus BLEU, as `transformer-evaluate` prints it)."""
+    rows = {}
+    for case, sec in seconds.items():
+        n = setup.sentences(case.batch)
+        pieces = outputs[case].pieces if case in outputs else n * setup.out_len
+        rows[case] = {"sent_per_s": n / sec, "tok_per_s": pieces / sec}
+        if refs and case in outputs:
+            rows[case]["bleu"] = sacrebleu.corpus_bleu(outputs[case].texts, [refs[:n]]).score
+    return rows
 
 
-def report(seconds: dict[Case, float], setup: Setup, args: argparse.Namespace) -> dict:
-    """Print the table (a row per cell, a column per engine) and return the JSON object."""
+def ct2_best(rows: dict[Case, dict]) -> dict[str, dict]:
+    """CTranslate2's fastest compute type in each cell, keyed "size,strategy,batch"."""
+    best: dict[str, dict] = {}
+    for case, row in rows.items():
+        key = f"{case.size},{case.strategy},{case.batch}"
+        if case.engine == "ctranslate2" and row["sent_per_s"] > best.get(key, {}).get("sent_per_s", 0):
+            best[key] = {"compute_type": case.precision, "sent_per_s": row["sent_per_s"]}
+    return best
+
+
+def cell_value(case: Case, row: dict) -> str:
+    """Sentences/s and target tokens/s; at batch 1 also milliseconds per sentence."""
+    value = f"{row['sent_per_s']:.1f}/{row['tok_per_s']:.0f}"
+    return value + (f" ({1000 / row['sent_per_s']:.0f} ms)" if case.batch == 1 else "")
+
+
+def ratio(here: dict[str, Case], rows: dict[Case, dict], default: str) -> str:
+    """Ours in its default precision over CTranslate2's fastest compute type, in one cell."""
+    ct2 = [case for case in here.values() if case.engine == "ctranslate2" and not case.variant]
+    ours_case = here.get(f"ours {default}")
+    if not ct2 or ours_case is None:
+        return ""
+    best = max(ct2, key=lambda case: rows[case]["sent_per_s"])
+    return f"{rows[ours_case]['sent_per_s'] / rows[best]['sent_per_s']:.2f}x ({best.precision})"
+
+
+def print_table(rows: dict[Case, dict], default: str) -> None:
+    """A row per cell (size, search, batch), a column per engine, and the ratio of ours to CTranslate2's best."""
+    columns = list(dict.fromkeys(label(case) for case in rows))
+    widths = [max(16, len(c)) for c in columns]
+    cells = list(dict.fromkeys((case.size, case.strategy, case.batch) for case in rows))
+    first = max(len("size, search, batch"), *(len(", ".join(map(str, cell))) for cell in cells))
+    head = [f"{'size, search, batch':{first}}", *(f"{c:>{w}}" for c, w in zip(columns, widths))]
+    print(" | ".join([*head, f"ours {default} / ctranslate2 fastest"]))
+    for cell in cells:
+        here = {label(case): case for case in rows if (case.size, case.strategy, case.batch) == cell}
+        values = [cell_value(here[c], rows[here[c]]) if c in here else "" for c in columns]
+        line = [f"{', '.join(map(str, cell)):{first}}", *(f"{v:>{w}}" for v, w in zip(values, widths))]
+        print(" | ".join([*line, ratio(here, rows, default)]))
+
+
+def print_bleu(rows: dict[Case, dict]) -> None:
+    """BLEU of each engine's whole-file translations, a row per size and search."""
+    whole = {case: row for case, row in rows.items() if case.batch > 1 and "bleu" in row}
+    if not whole:
+        return
+    columns = list(dict.fromkeys(label(case) for case in whole))
+    cells = list(dict.fromkeys((case.size, case.strategy) for case in whole))
+    first = max(len("BLEU, whole file"), *(len(", ".join(cell)) for cell in cells))
+    print(" | ".join([f"{'BLEU, whole file':{first}}", *columns]))
+    for cell in cells:
+        here = {label(case): row["bleu"] for case, row in whole.items() if (case.size, case.strategy) == cell}
+        print(
+            " | ".join(
+                [f"{', '.join(cell):{first}}", *(f"{here[c]:>{len(c)}.2f}" if c in here else "" for c in columns)]
+            )
+        )
+
+
+def workload(setup: Setup | RealSetup, args: argparse.Namespace) -> str:
+    """What was translated, in one line."""
+    rounds = f"median of {args.rounds} rounds; batch 1: the first {setup.latency_sentences} sentences one by one"
+    if isinstance(setup, RealSetup):
+        names = [m.path if m.label == m.path else f"{m.label}: {m.path}" for m in setup.models]
+        limits = [f"{n}, up to {m.max_len_a:g}·(pieces + 1) + {m.max_len_b}" for n, m in zip(names, setup.models)]
+        return f"{len(setup.src)} sentences of {args.sentences}, EOS on ({'; '.join(limits)}); {rounds}"
+    tokens = f"source {args.src_len} tokens, output {setup.out_len} tokens (EOS disabled)"
+    return f"{tokens}, vocabulary {setup.vocab}; {rounds}"
+
+
+def report(rows: dict[Case, dict], setup: Setup | RealSetup, args: argparse.Namespace) -> dict:
+    """Print the tables and return the JSON object."""
     name, isa = cpu_description()
     default = default_precision(str(setup.device))
     print(
         f"CPU: {name}; {', '.join(isa) or 'none of ' + '/'.join(ISA)}; torch kernels: "
         f"{torch.backends.cpu.get_cpu_capability()}; {setup.threads} threads; device {setup.device}"
     )
-    print(
-        f"source {args.src_len} tokens, output {setup.out_len} tokens (EOS disabled), vocabulary {setup.vocab}, "
-        f"median of {args.rounds} rounds; batch 1: {setup.latency_sentences} sentences one by one; sentences/s"
-    )
-    columns = list(dict.fromkeys(label(case) for case in seconds))
-    widths = [max(16, len(c)) for c in columns]
-    print(
-        " | ".join(
-            [
-                f"{'size, search, batch':20}",
-                *(f"{c:>{w}}" for c, w in zip(columns, widths)),
-                f"ours {default} / ctranslate2 int8",
-            ]
-        )
-    )
-    for cell in dict.fromkeys((case.size, case.strategy, case.batch) for case in seconds):
-        here = {label(case): case for case in seconds if (case.size, case.strategy, case.batch) == cell}
-        values = [cell_value(here[c], seconds[here[c]], setup) if c in here else "" for c in columns]
-        ours_case, ct2_case = here.get(f"ours {default}"), here.get("ctranslate2 int8")
-        ratio = f"{seconds[ct2_case] / seconds[ours_case]:.2f}x" if ours_case and ct2_case else ""
-        print(" | ".join([f"{', '.join(map(str, cell)):20}", *(f"{v:>{w}}" for v, w in zip(values, widths)), ratio]))
+    print(workload(setup, args) + "; each cell: sentences/s/target tokens/s")
+    print_table(rows, f"{AUTO}={default}" if isinstance(setup, RealSetup) else default)
+    print_bleu(rows)
+    keys = ("engine", "precision", "size", "strategy", "batch")
     records = [
-        {
-            **{k: getattr(case, k) for k in ("engine", "precision", "size", "strategy", "batch")},
-            "sent_per_s": round(setup.sentences(case.batch) / sec, 2),
-        }
-        for case, sec in seconds.items()
+        {**{k: getattr(case, k) for k in keys}, **{k: round(v, 2) for k, v in row.items()}}
+        for case, row in rows.items()
         if not case.variant
     ]
-    return {"cpu": name, "records": records, "default_precision": default}
+    best = {cell: {**v, "sent_per_s": round(v["sent_per_s"], 2)} for cell, v in ct2_best(rows).items()}
+    return {"cpu": name, "records": records, "default_precision": default, "ct2_best": best}
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", nargs="+", choices=SIZES, default=list(SIZES))
     parser.add_argument("--batch", nargs="+", type=int, default=[32, 1], help="sentences per call; 1: latency")
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS), help="ours")
+    parser.add_argument("--checkpoint", nargs="+", help="real mode: run folders or checkpoint files")
+    parser.add_argument("--sentences", help="real mode: the source sentences, one a line (plain or .gz)")
+    parser.add_argument("--references", help="real mode: their references, for BLEU")
     add_workload_arguments(parser)
     parser.add_argument("--threads", type=int, default=0, help="threads of every engine; 0 = torch's default")
     parser.add_argument("--uncached", action="store_true", help="also time our fp32 search without the KV cache")
@@ -192,31 +347,53 @@ def main() -> None:
     parser.add_argument("--products", action="store_true", help="time the decoder's matrix products alone")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (CTranslate2 and int8: CPU only)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
+    return parser
+
+
+def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """Refuse settings that do not go together; the references' lines (real mode with --references, else [])."""
+    if args.device != "cpu" and "int8" in args.precisions:
+        parser.error("int8 runs on the CPU only; choose --precisions fp32 bf16 with --device cuda")
+    if bool(args.checkpoint) != bool(args.sentences) or (args.references and not args.sentences):
+        parser.error("the real mode takes --checkpoint and --sentences together (and --references only with them)")
+    if args.checkpoint and (args.device != "cpu" or args.products or args.uncached or args.unpacked or args.eager):
+        parser.error("the real mode runs on the CPU, without --products, --uncached, --unpacked or --eager")
+    if not args.references:
+        return []
+    refs, sources = list(read_lines(Path(args.references))), sum(1 for _ in read_lines(Path(args.sentences)))
+    if len(refs) != sources:
+        parser.error(f"--references has {len(refs)} lines, --sentences {sources}: give a reference per sentence")
+    return refs
+
+
+def main() -> None:
+    parser = arguments()
     args = parser.parse_args()
     if args.quick:
         vars(args).update(QUICK)
-    if args.device != "cpu" and "int8" in args.precisions:
-        parser.error("int8 runs on the CPU only; choose --precisions fp32 bf16 with --device cuda")
+    refs = check(parser, args)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.products:
         return products(argparse.Namespace(**{**vars(args), "size": args.size[0], "batch": args.batch[0]}))
     wanted = (("no cache", args.uncached), ("unpacked", args.unpacked), ("eager", args.eager))
-    args.variants = [v for v, on in wanted if on]
     engines = {"ours"}
     if args.device == "cpu" and importlib.util.find_spec("ctranslate2"):
         engines.add("ctranslate2")
-    if not args.no_marian and importlib.util.find_spec("transformers"):
+    if not args.checkpoint and not args.no_marian and importlib.util.find_spec("transformers"):
         engines.add("marianmt")
     with tempfile.TemporaryDirectory(prefix="bench_decoding_") as folder:
-        setup = prepare(args, Path(folder), "ctranslate2" in engines)
-        with Engines(engines, setup) as processes:  # each waits for its own device: time as on the CPU
-            runs = {case: functools.partial(processes.run, case) for case in plan(args, engines)}
-            try:
-                seconds = measure(runs, args.rounds, torch.device("cpu"))
-            except EngineError as failure:
-                parser.exit(2, f"error: {failure}\n")
-    result = report(seconds, setup, args)
+        if args.checkpoint:
+            setup = prepare_real(args, Path(folder), "ctranslate2" in engines)
+            sizes = [model.label for model in setup.models]
+        else:
+            setup, sizes = prepare(args, Path(folder), "ctranslate2" in engines), args.size
+        cases = plan(sizes, args.batch, engine_rows(args, engines), [v for v, on in wanted if on])
+        try:
+            seconds, outputs = timed(engines, setup, cases, args.rounds)
+        except EngineError as failure:
+            parser.exit(2, f"error: {failure}\n")
+    result = report(measured(seconds, outputs, setup, refs), setup, args)
     if args.json:
         print(json.dumps(result))
 

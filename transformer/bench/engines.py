@@ -2,7 +2,10 @@
 
 A process that has run CTranslate2 runs torch up to 1.8× slower, so no two engines share one. `Engines`
 starts them; each builds a case at its first call (loads, packs, quantizes: the warm-up) and answers
-each call of it once the call is done (on a GPU, once the GPU is).
+each call of it once the call is done (on a GPU, once the GPU is). The synthetic mode (`Setup`) decodes random
+ids with random weights; the real mode (`RealSetup`) translates sentences with trained checkpoints, ours as
+`transformer-translate` does and CTranslate2 as the export's README shows (`ctranslate2_translate`), and hands
+back each case's translations (`Engines.output`).
 """
 
 import functools
@@ -15,15 +18,15 @@ from typing import NamedTuple
 
 import torch
 
+from transformer.config import DecodingConfig
 from transformer.decoding import beam_search, greedy_decode
 from transformer.fast_inference import inference_copy
 from transformer.marian_reference import marian, model_config
 from transformer.model import Transformer
-from transformer.precision import COMPUTE_TYPES
 from transformer.tokenizer import BOS_ID, PAD_ID
 
 BEAM = 5
-CT2_PRECISIONS = COMPUTE_TYPES  # ours -> CTranslate2's compute_type
+PLAIN_COMPUTE_TYPES = ("float32", "bfloat16", "float16", "int16", "int8")  # CTranslate2's, not mixed (int8_float32)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -63,6 +66,57 @@ class Setup:
 
     def sentences(self, batch: int) -> int:
         return batch if batch > 1 else self.latency_sentences
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A checkpoint of the real mode: its label (the table's size), file, CTranslate2 export and output limit."""
+
+    label: str
+    path: str  # the checkpoint file `transformer.loading.load` found
+    export: str  # its `transformer-export format=ctranslate2` folder ("": CTranslate2 is not installed)
+    max_len_a: float  # the checkpoint's decoding: output limit a·(source pieces + 1) + b
+    max_len_b: int
+    max_positions: int
+
+
+@dataclass(frozen=True)
+class RealSetup:
+    """What every engine's process needs in the real mode: the checkpoints and the source sentences."""
+
+    models: tuple[Trained, ...]
+    src: tuple[str, ...]
+    latency_sentences: int  # the first ones, translated one call each in a batch-1 case
+    threads: int
+    device: str = "cpu"
+
+    def batches(self, batch: int) -> list[list[str]]:
+        """The sentences of each call: the whole file in one call (batched by the engine), or for batch 1 the first
+        few one call each."""
+        if batch > 1:
+            return [list(self.src)]
+        return [[sentence] for sentence in self.src[: self.latency_sentences]]
+
+    def sentences(self, batch: int) -> int:
+        return len(self.src) if batch > 1 else min(self.latency_sentences, len(self.src))
+
+    def model(self, label: str) -> Trained:
+        return next(model for model in self.models if model.label == label)
+
+
+class Decoded(NamedTuple):
+    """What a real-mode case translates to: each sentence's translation, and the target pieces generated (EOS
+    excluded)."""
+
+    texts: list[str]
+    pieces: int
+
+
+class Timed(NamedTuple):
+    """A case ready to time: `run` is the timed call; `output` (real mode) its translations, made untimed."""
+
+    run: Callable[[], object]
+    output: Callable[[], Decoded] | None = None
 
 
 def hf_generate(model, src: torch.Tensor, beams: int, out_len: int) -> Callable[[], object]:
@@ -128,7 +182,7 @@ def search_call(strategy: str, **options) -> Callable[..., object]:
     return functools.partial(greedy_decode, **options)
 
 
-def _ours(case: Case, setup: Setup) -> Callable[[], object]:
+def _ours(case: Case, setup: Setup) -> Timed:
     model = _search_model(setup, case.size, case.precision)
     options = dict(
         bos_id=BOS_ID,
@@ -143,19 +197,26 @@ def _ours(case: Case, setup: Setup) -> Callable[[], object]:
     def run():
         return [decode(model, src) for src in batches]
 
-    return without_onednn(run) if case.variant == "unpacked" else run
+    return Timed(without_onednn(run) if case.variant == "unpacked" else run)
+
+
+def ct2_compute_types() -> list[str]:
+    """CTranslate2's plain compute types this CPU runs (`PLAIN_COMPUTE_TYPES`: float32, int8, int16, bfloat16, ...)."""
+    import ctranslate2
+
+    supported = ctranslate2.get_supported_compute_types("cpu")
+    return [compute_type for compute_type in PLAIN_COMPUTE_TYPES if compute_type in supported]
 
 
 @functools.cache
-def _ct2_translator(setup: Setup, size: str, compute_type: str):
+def _ct2_translator(folder: str, compute_type: str, threads: int):
     import ctranslate2
 
-    folder = str(Path(setup.folder) / f"ct2_{size}")
-    return ctranslate2.Translator(folder, device="cpu", compute_type=compute_type, intra_threads=setup.threads)
+    return ctranslate2.Translator(folder, device="cpu", compute_type=compute_type, intra_threads=threads)
 
 
-def _ctranslate2(case: Case, setup: Setup) -> Callable[[], object]:
-    translator = _ct2_translator(setup, case.size, CT2_PRECISIONS[case.precision])
+def _ctranslate2(case: Case, setup: Setup) -> Timed:
+    translator = _ct2_translator(str(Path(setup.folder) / f"ct2_{case.size}"), case.precision, setup.threads)
     pieces = Pieces(setup.vocab)
     batches = [[[pieces.id_to_piece(i) for i in row[:-1]] for row in rows] for rows in setup.batches(case.batch)]
     fixed = dict(max_decoding_length=setup.out_len, min_decoding_length=setup.out_len, length_penalty=1.0)
@@ -164,7 +225,7 @@ def _ctranslate2(case: Case, setup: Setup) -> Callable[[], object]:
     def run():  # CTranslate2 appends EOS, so its sources are as long as ours
         return [translator.translate_batch(tokens, beam_size=beam_size, **fixed) for tokens in batches]
 
-    return run
+    return Timed(run)
 
 
 @functools.cache
@@ -173,7 +234,7 @@ def _marian(setup: Setup, size: str, precision: str):
     return marian(size, setup.vocab, dropout=0.0).to(setup.device, DTYPES[precision]).eval()
 
 
-def _marianmt(case: Case, setup: Setup) -> Callable[[], object]:
+def _marianmt(case: Case, setup: Setup) -> Timed:
     model = _marian(setup, case.size, case.precision)
     beams = BEAM if case.strategy == "beam" else 1
     calls = [
@@ -184,37 +245,122 @@ def _marianmt(case: Case, setup: Setup) -> Callable[[], object]:
     def run():
         return [call() for call in calls]
 
-    return run
+    return Timed(run)
+
+
+def decoding(model: Trained, strategy: str, batch: int, precision: str) -> DecodingConfig:
+    """Our decoding settings in a real-mode case: greedy or beam `BEAM`, `batch` sentences a batch, `precision`,
+    the checkpoint's output limit and every other setting at its default (as `transformer-translate` has them)."""
+    beam = dict(beam_size=BEAM) if strategy == "beam" else {}
+    limit = dict(max_len_a=model.max_len_a, max_len_b=model.max_len_b)
+    return DecodingConfig(strategy=strategy, batch_size=batch, precision=precision, **limit, **beam)
+
+
+@functools.cache
+def _loaded(path: str):
+    from transformer.loading import load
+
+    return load(path, device="cpu")
+
+
+def _ours_real(case: Case, setup: RealSetup) -> Timed:
+    """Ours as a user translates: `load(checkpoint).translator(decoding)`, then `translate(sentences)`."""
+    model = setup.model(case.size)
+    translator = _loaded(model.path).translator(decoding(model, case.strategy, case.batch, case.precision))
+    calls = setup.batches(case.batch)
+
+    def run():
+        return [translator.translate(sentences) for sentences in calls]
+
+    def output() -> Decoded:  # what `translate` returns, from the hypotheses it detokenizes
+        best = [hyps[:1] for sentences in calls for _, hyps in translator.search(sentences)]
+        texts = [translator.detokenize(hyps)[0] if hyps else "" for hyps in best]
+        return Decoded(texts, sum(len(hyps[0].tokens) for hyps in best if hyps))
+
+    return Timed(run, output)
+
+
+def ctranslate2_translate(translator, src_spm, sentences: list[str], model: Trained, **options) -> list[list[str]]:
+    """The best hypothesis' target pieces for each sentence, CTranslate2 called as the export's README shows: the
+    SentencePiece pieces of the sources, grouped by their output limit a·(pieces + 1) + b (capped as ours is by the
+    model's positions; CTranslate2 takes one `max_decoding_length` per call); `options` go to `translate_batch`
+    (beam_size, length_penalty, max_batch_size)."""
+    pieces = src_spm.encode(sentences, out_type=str)
+    limits = [int(model.max_len_a * (len(p) + 1) + model.max_len_b) for p in pieces]
+    limits = [min(max(limit, 1), model.max_positions - 1) for limit in limits]
+    best: list[list[str]] = [[] for _ in pieces]
+    for limit in sorted(set(limits)):
+        rows = [i for i, row_limit in enumerate(limits) if row_limit == limit]
+        results = translator.translate_batch([pieces[i] for i in rows], max_decoding_length=limit, **options)
+        for i, result in zip(rows, results):
+            best[i] = result.hypotheses[0]
+    return best
+
+
+@functools.cache
+def _sentencepiece(folder: str) -> tuple:
+    """The export's source and target SentencePiece models (spm.model, or spm.src.model and spm.tgt.model)."""
+    import sentencepiece
+
+    joint = Path(folder) / "spm.model"
+    paths = [joint] * 2 if joint.is_file() else [Path(folder) / f"spm.{side}.model" for side in ("src", "tgt")]
+    return tuple(sentencepiece.SentencePieceProcessor(model_file=str(path)) for path in paths)
+
+
+def _ctranslate2_real(case: Case, setup: RealSetup) -> Timed:
+    """CTranslate2 on the checkpoint's export in the compute type `case.precision`, as its README shows."""
+    model = setup.model(case.size)
+    translator = _ct2_translator(model.export, case.precision, setup.threads)
+    (src, tgt), calls = _sentencepiece(model.export), setup.batches(case.batch)
+    beam_size = BEAM if case.strategy == "beam" else 1
+    options = dict(beam_size=beam_size, length_penalty=DecodingConfig().length_penalty, max_batch_size=case.batch)
+    translate = functools.partial(ctranslate2_translate, translator, src, model=model, **options)
+
+    def run():
+        return [tgt.decode(translate(sentences)) for sentences in calls]
+
+    def output() -> Decoded:
+        best = [hyp for sentences in calls for hyp in translate(sentences)]
+        return Decoded(tgt.decode(best), sum(map(len, best)))
+
+    return Timed(run, output)
 
 
 ENGINES = {"ours": _ours, "ctranslate2": _ctranslate2, "marianmt": _marianmt}
+REAL_ENGINES = {"ours": _ours_real, "ctranslate2": _ctranslate2_real}
 
 
 class EngineError(Exception):
     """A case that failed in its engine's process."""
 
 
-def _engine_process(conn, engine: str, setup: Setup) -> None:
-    """In a process of its own: run each case received (its first call builds it); answer once it is done, with
-    None, or with why it failed."""
+def _engine_process(conn, engine: str, setup: Setup | RealSetup) -> None:
+    """In a process of its own: for each (case, "run" or "output") received, build the case at its first call, then
+    run it or make its translations; answer (True, None or the `Decoded`), or (False, why it failed)."""
     torch.set_num_threads(setup.threads)
-    runs: dict[Case, Callable[[], object]] = {}
-    while (case := conn.recv()) is not None:
+    factories = REAL_ENGINES if isinstance(setup, RealSetup) else ENGINES
+    built: dict[Case, Timed] = {}
+    while (message := conn.recv()) is not None:
+        case, want = message
         try:
-            if case not in runs:
-                runs[case] = ENGINES[engine](case, setup)
-            runs[case]()
+            if case not in built:
+                built[case] = factories[engine](case, setup)
+            if want == "output":
+                conn.send((True, built[case].output()))
+                continue
+            built[case].run()
             if setup.device == "cuda":
                 torch.cuda.synchronize()
-            conn.send(None)
+            conn.send((True, None))
         except Exception as error:  # the parent reports it and stops every engine
-            conn.send(f"{type(error).__name__}: {error}")
+            conn.send((False, f"{type(error).__name__}: {error}"))
 
 
 class Engines:
-    """One process per engine, for the length of a `with` block; `run(case)` runs a case in its engine's process."""
+    """One process per engine, for the length of a `with` block; `run(case)` runs a case in its engine's process,
+    `output(case)` (real mode) returns its translations."""
 
-    def __init__(self, engines: set[str], setup: Setup):
+    def __init__(self, engines: set[str], setup: Setup | RealSetup):
         self.engines, self.setup = sorted(engines), setup
         self.conns, self.processes = {}, []
 
@@ -228,10 +374,18 @@ class Engines:
             self.processes.append(process)
         return self
 
+    def _ask(self, case: Case, want: str):
+        self.conns[case.engine].send((case, want))
+        ok, answer = self.conns[case.engine].recv()
+        if not ok:
+            raise EngineError(f"{' '.join(filter(None, map(str, case)))}: {answer}")
+        return answer
+
     def run(self, case: Case) -> None:
-        self.conns[case.engine].send(case)
-        if (failure := self.conns[case.engine].recv()) is not None:
-            raise EngineError(f"{' '.join(filter(None, map(str, case)))}: {failure}")
+        self._ask(case, "run")
+
+    def output(self, case: Case) -> Decoded:
+        return self._ask(case, "output")
 
     def __exit__(self, *exc) -> None:
         for conn in self.conns.values():
