@@ -25,8 +25,9 @@ compute type. Each engine runs in a process of its own, with the same number of 
 CTranslate2 runs torch up to 1.8× slower. Calls are interleaved round by round after one warm-up each; the table
 gives medians. The `--json` last line holds `cpu`, `default_precision`, `records` (one per engine and cell:
 engine, precision (ours' name, or CTranslate2's compute type), size, strategy, batch, sent_per_s, tok_per_s, and
-in the real mode with references bleu) and `ct2_best`, a dict keyed "size,strategy,batch" of
-{"compute_type", "sent_per_s"}: CTranslate2's fastest compute type in that cell.
+in the real mode with references bleu, of the record's own translations: the whole file, or at batch 1 the first
+sentences) and `ct2_best`, a dict keyed "size,strategy,batch" of {"compute_type", "sent_per_s"}: CTranslate2's
+fastest compute type in that cell.
 
     python scripts/benchmark_decoding.py                          # small and base, every precision
     python scripts/benchmark_decoding.py --size small --json      # ... and a JSON last line
@@ -73,6 +74,7 @@ from transformer.bench.engines import (
 from transformer.bench.timing import ISA, add_workload_arguments, cpu_description, measure
 from transformer.cli.export import check_exportable
 from transformer.config import DecodingConfig, InferencePrecision, ModelConfig, choices
+from transformer.errors import UserError
 from transformer.fast_inference import inference_copy
 from transformer.fast_inference.kernels import cpu_isa, runs
 from transformer.hardware import native_bf16
@@ -158,8 +160,6 @@ def prepare(args: argparse.Namespace, folder: Path, ct2: bool) -> Setup:
         model = ours(size, args.vocab)
         torch.save(model.state_dict(), folder / f"{size}.pt")
         if ct2:
-            from omegaconf import OmegaConf
-
             from transformer.export.ctranslate2 import CheckpointConverter
 
             vocab = Pieces(args.vocab)
@@ -366,22 +366,20 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str
     return refs
 
 
-def main() -> None:
-    parser = arguments()
-    args = parser.parse_args()
-    if args.quick:
-        vars(args).update(QUICK)
-    refs = check(parser, args)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.products:
-        return products(argparse.Namespace(**{**vars(args), "size": args.size[0], "batch": args.batch[0]}))
-    wanted = (("no cache", args.uncached), ("unpacked", args.unpacked), ("eager", args.eager))
+def engines_here(args: argparse.Namespace) -> set[str]:
+    """The engines to time: ours, CTranslate2 on a CPU where it is installed, MarianMT (synthetic mode) likewise."""
     engines = {"ours"}
     if args.device == "cpu" and importlib.util.find_spec("ctranslate2"):
         engines.add("ctranslate2")
     if not args.checkpoint and not args.no_marian and importlib.util.find_spec("transformers"):
         engines.add("marianmt")
+    return engines
+
+
+def benchmark(args: argparse.Namespace, refs: list[str]) -> dict:
+    """Time every case, print the tables and return the JSON object."""
+    wanted = (("no cache", args.uncached), ("unpacked", args.unpacked), ("eager", args.eager))
+    engines = engines_here(args)
     with tempfile.TemporaryDirectory(prefix="bench_decoding_") as folder:
         if args.checkpoint:
             setup = prepare_real(args, Path(folder), "ctranslate2" in engines)
@@ -389,11 +387,24 @@ def main() -> None:
         else:
             setup, sizes = prepare(args, Path(folder), "ctranslate2" in engines), args.size
         cases = plan(sizes, args.batch, engine_rows(args, engines), [v for v, on in wanted if on])
-        try:
-            seconds, outputs = timed(engines, setup, cases, args.rounds)
-        except EngineError as failure:
-            parser.exit(2, f"error: {failure}\n")
-    result = report(measured(seconds, outputs, setup, refs), setup, args)
+        seconds, outputs = timed(engines, setup, cases, args.rounds)
+    return report(measured(seconds, outputs, setup, refs), setup, args)
+
+
+def main() -> None:
+    parser = arguments()
+    args = parser.parse_args()
+    if args.quick:
+        vars(args).update(QUICK)
+    try:
+        refs = check(parser, args)
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        if args.products:
+            return products(argparse.Namespace(**{**vars(args), "size": args.size[0], "batch": args.batch[0]}))
+        result = benchmark(args, refs)
+    except (EngineError, UserError) as failure:
+        parser.exit(2, f"error: {failure}\n")
     if args.json:
         print(json.dumps(result))
 
