@@ -210,9 +210,9 @@ def prepare_real(args: argparse.Namespace, folder: Path, ct2: bool) -> RealSetup
     return RealSetup(tuple(models), src, args.latency_sentences, threads)
 
 
-def timed(engines: set[str], setup: Setup | RealSetup, cases: list[Case], rounds: int):
+def timed(setup: Setup | RealSetup, cases: list[Case], rounds: int):
     """Each case's median seconds a call, and in the real mode its translations (`Decoded`)."""
-    with Engines(engines, setup) as processes:  # each waits for its own device: time as on the CPU
+    with Engines(setup) as processes:  # each waits for its own device: time as on the CPU
         seconds = measure({case: functools.partial(processes.run, case) for case in cases}, rounds, torch.device("cpu"))
         outputs = {case: processes.output(case) for case in cases} if isinstance(setup, RealSetup) else {}
     return seconds, outputs
@@ -387,7 +387,7 @@ def benchmark(args: argparse.Namespace, refs: list[str]) -> dict:
         else:
             setup, sizes = prepare(args, Path(folder), "ctranslate2" in engines), args.size
         cases = plan(sizes, args.batch, engine_rows(args, engines), [v for v, on in wanted if on])
-        seconds, outputs = timed(engines, setup, cases, args.rounds)
+        seconds, outputs = timed(setup, cases, args.rounds)
     return report(measured(seconds, outputs, setup, refs), setup, args)
 
 

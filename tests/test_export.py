@@ -1,5 +1,7 @@
 """transformer-export: CTranslate2 and MarianMT exports translate exactly as our own engine does."""
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -13,6 +15,7 @@ from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
 from tests.conftest import write_corpus
+from transformer import presets
 from transformer.batching import collate, pad
 from transformer.checkpoint import load_checkpoint, save_checkpoint
 from transformer.cli import CONFIG_PATH
@@ -270,6 +273,28 @@ def test_refusals_name_the_problem_and_write_nothing(toy, tmp_path):
     assert not (tmp_path / "out").exists()
     with pytest.raises(UserError, match="length_penalty_kind=gnmt is not available"):
         CTranslate2Translator(str(tmp_path), DecodingConfig(strategy="beam", length_penalty_kind="gnmt"))
+
+
+def readme_translate(folder: Path):
+    """The `translate` function of an export's README, run as its reader runs it: from the folder's parent."""
+    code = (folder / "README.md").read_text().split("```python\n")[1].split("```")[0]
+    namespace: dict = {}
+    with contextlib.chdir(folder.parent), contextlib.redirect_stdout(io.StringIO()):
+        exec(code, namespace)
+    return namespace["translate"]
+
+
+def test_the_readme_translates_as_transformer_translate(toy, ct2_exports):
+    """The export's README, called as written, gives our greedy translations, where CTranslate2 left to its own
+    output limit runs a weak model's repetitions further."""
+    translate, ckpt = readme_translate(ct2_exports["post_none"]), load_checkpoint(str(toy["post"]))
+    sentences = toy["sentences"]
+    ours = Translator(ckpt.model, ckpt.tokenizer, presets.compose("decoding", "greedy")).translate(sentences)
+    assert translate(sentences, beam_size=1) == ours
+    unlimited = ctranslate2.Translator(str(ct2_exports["post_none"])).translate_batch(
+        [ckpt.tokenizer.src.encode(s, out_type=str) for s in sentences], beam_size=1
+    )
+    assert max(len(r.hypotheses[0]) for r in unlimited) > max(len(ckpt.tokenizer.tgt.encode(s)) for s in ours)
 
 
 def cli(tool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -57,7 +57,7 @@ class _SearchSettings:
 
     def output_limits(self, src_lengths: Tensor, max_positions: int) -> Tensor:
         """Per-sentence output limits a·len+b (source tokens incl. EOS), capped by the model's positions."""
-        limit = (self.max_len_a * src_lengths + self.max_len_b).long()
+        limit = (self.max_len_a * src_lengths.double() + self.max_len_b).long()  # as Python's int(a * n + b)
         return limit.clamp(1, max_positions - 1)
 
 

@@ -1,12 +1,11 @@
 """The engines `benchmark_decoding.py` times, each in a process of its own: ours, CTranslate2 and MarianMT.
 
-A process that has run CTranslate2 runs torch up to 1.8× slower, so no two engines share one. `Engines`
-starts them; each builds a case at its first call (loads, packs, quantizes: the warm-up) and answers
-each call of it once the call is done (on a GPU, once the GPU is). The synthetic mode (`Setup`) decodes random
-ids with random weights; the real mode (`RealSetup`) translates sentences with trained checkpoints, ours as
-`transformer-translate` does and CTranslate2 as the export's README shows (`ctranslate2_translate`), and hands
-back each case's translations (`Engines.output`).
-"""
+A process that has run CTranslate2 runs torch up to 1.8× slower, so no two engines share one, and no two
+CTranslate2 compute types either (`process_of`). `Engines` starts them; each builds a case at its first call
+(loads, packs, quantizes: the warm-up) and answers each call of it once the call is done (on a GPU, once the GPU
+is). The synthetic mode (`Setup`) decodes random ids with random weights; the real mode (`RealSetup`) translates
+sentences with trained checkpoints, ours as `transformer-translate` does and CTranslate2 as the export's README
+shows (`ctranslate2_translate`), and hands back each case's translations (`Engines.output`)."""
 
 import functools
 import multiprocessing
@@ -280,20 +279,23 @@ def _ours_real(case: Case, setup: RealSetup) -> Timed:
     return Timed(run, output)
 
 
-def ctranslate2_translate(translator, src_spm, sentences: list[str], model: Trained, **options) -> list[list[str]]:
+def ctranslate2_translate(
+    translator, src_spm, sentences: list[str], model: Trained, batch: int, **options
+) -> list[list[str]]:
     """The best hypothesis' target pieces for each sentence, CTranslate2 called as the export's README shows: the
-    SentencePiece pieces of the sources, grouped by their output limit a·(pieces + 1) + b (capped as ours is by the
-    model's positions; CTranslate2 takes one `max_decoding_length` per call); `options` go to `translate_batch`
-    (beam_size, length_penalty, max_batch_size)."""
+    SentencePiece pieces of the sources sorted by length, in batches of `batch`, each run to its largest output limit
+    a·(pieces + 1) + b (capped as ours is by the model's positions; CTranslate2 takes one limit per call) and each
+    output cut to its own; `options` go to `translate_batch` (beam_size, length_penalty)."""
     pieces = src_spm.encode(sentences, out_type=str)
-    limits = [int(model.max_len_a * (len(p) + 1) + model.max_len_b) for p in pieces]
-    limits = [min(max(limit, 1), model.max_positions - 1) for limit in limits]
+    limits = [min(int(model.max_len_a * (len(p) + 1) + model.max_len_b), model.max_positions - 1) for p in pieces]
+    order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
     best: list[list[str]] = [[] for _ in pieces]
-    for limit in sorted(set(limits)):
-        rows = [i for i, row_limit in enumerate(limits) if row_limit == limit]
-        results = translator.translate_batch([pieces[i] for i in rows], max_decoding_length=limit, **options)
+    for start in range(0, len(order), batch):
+        rows = order[start : start + batch]
+        longest = max(limits[i] for i in rows)
+        results = translator.translate_batch([pieces[i] for i in rows], max_decoding_length=longest, **options)
         for i, result in zip(rows, results):
-            best[i] = result.hypotheses[0]
+            best[i] = result.hypotheses[0][: limits[i]]
     return best
 
 
@@ -313,7 +315,7 @@ def _ctranslate2_real(case: Case, setup: RealSetup) -> Timed:
     translator = _ct2_translator(model.export, case.precision, setup.threads)
     (src, tgt), calls = _sentencepiece(model.export), setup.batches(case.batch)
     beam_size = BEAM if case.strategy == "beam" else 1
-    options = dict(beam_size=beam_size, length_penalty=DecodingConfig().length_penalty, max_batch_size=case.batch)
+    options = dict(beam_size=beam_size, length_penalty=DecodingConfig().length_penalty, batch=case.batch)
     translate = functools.partial(ctranslate2_translate, translator, src, model=model, **options)
 
     def run():
@@ -356,27 +358,40 @@ def _engine_process(conn, engine: str, setup: Setup | RealSetup) -> None:
             conn.send((False, f"{type(error).__name__}: {error}"))
 
 
-class Engines:
-    """One process per engine, for the length of a `with` block; `run(case)` runs a case in its engine's process,
-    `output(case)` (real mode) returns its translations."""
+def process_of(case: Case) -> str:
+    """Which engine process runs `case`: one for ours (one torch thread pool for every precision), one per
+    CTranslate2 compute type (two `ctranslate2.Translator`s in one process ran each 2.2-2.8x slower, Zen 3), one for
+    MarianMT."""
+    return f"{case.engine} {case.precision}" if case.engine == "ctranslate2" else case.engine
 
-    def __init__(self, engines: set[str], setup: Setup | RealSetup):
-        self.engines, self.setup = sorted(engines), setup
+
+class Engines:
+    """Engine processes (`process_of`), each started at its first case, for the length of a `with` block;
+    `run(case)` runs a case in its process, `output(case)` (real mode) returns its translations."""
+
+    def __init__(self, setup: Setup | RealSetup):
+        self.setup = setup
         self.conns, self.processes = {}, []
 
     def __enter__(self) -> "Engines":
-        context = multiprocessing.get_context("spawn")
-        for engine in self.engines:
-            conn, child_end = context.Pipe()
-            process = context.Process(target=_engine_process, args=(child_end, engine, self.setup), daemon=True)
-            process.start()
-            self.conns[engine] = conn
-            self.processes.append(process)
         return self
 
+    def _conn(self, case: Case):
+        """The pipe to `case`'s process, started here the first time."""
+        name = process_of(case)
+        if name not in self.conns:
+            conn, child_end = multiprocessing.get_context("spawn").Pipe()
+            args = (child_end, case.engine, self.setup)
+            process = multiprocessing.get_context("spawn").Process(target=_engine_process, args=args, daemon=True)
+            process.start()
+            self.conns[name] = conn
+            self.processes.append(process)
+        return self.conns[name]
+
     def _ask(self, case: Case, want: str):
-        self.conns[case.engine].send((case, want))
-        ok, answer = self.conns[case.engine].recv()
+        conn = self._conn(case)
+        conn.send((case, want))
+        ok, answer = conn.recv()
         if not ok:
             raise EngineError(f"{' '.join(filter(None, map(str, case)))}: {answer}")
         return answer

@@ -16,7 +16,9 @@ from ctranslate2.converters import Converter
 from ctranslate2.specs import common_spec, transformer_spec
 from omegaconf import OmegaConf
 
+from transformer import presets
 from transformer.checkpoint import Checkpoint
+from transformer.decoding.strategies import STRATEGIES
 from transformer.export.weights import named_weights
 from transformer.precision import FLOAT32_WEIGHTS
 from transformer.tokenizer import BOS_ID, EOS_ID, UNK_ID
@@ -29,14 +31,38 @@ README = """# {name}: a CTranslate2 export of a transformer-nmt checkpoint
 Exported from `{source}` (step {step}) with `transformer-export format=ctranslate2`, weights {quantization}.
 SentencePiece model(s): {spm}. The encoder input is the source pieces; CTranslate2 appends `</s>` itself.
 
+`translate` gives what `transformer-translate` gives (beam {beam_size}; `beam_size=1`: greedy). Each output is at most
+{a} × (source pieces + 1) + {b} pieces: CTranslate2 takes one limit per call (its default, 256, lets a weak model
+repeat a piece that far), so each batch of similar lengths runs to its largest limit and each output is cut to its own.
+
 ```python
-import ctranslate2, sentencepiece as spm
+import ctranslate2
+import sentencepiece as spm
 
 translator = ctranslate2.Translator("{name}", device="cpu")
 src = spm.SentencePieceProcessor(model_file="{name}/{src_spm}")
 tgt = spm.SentencePieceProcessor(model_file="{name}/{tgt_spm}")
-result = translator.translate_batch([src.encode("Un chien court dans le parc.", out_type=str)], beam_size=5)
-print(tgt.decode(result[0].hypotheses[0]))
+
+
+def translate(sentences, beam_size={beam_size}, batch_size=32):
+    pieces = src.encode(sentences, out_type=str)
+    limits = [min(int({a} * (len(p) + 1) + {b}), {cap}) for p in pieces]
+    order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+    out = [""] * len(pieces)
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        results = translator.translate_batch(
+            [pieces[i] for i in batch],
+            beam_size=beam_size,
+            length_penalty={length_penalty},
+            max_decoding_length=max(limits[i] for i in batch),
+        )
+        for i, result in zip(batch, results):
+            out[i] = tgt.decode(result.hypotheses[0][: limits[i]])
+    return out
+
+
+print(translate(["Un chien court dans le parc."]))
 ```
 
 Or with this project: `transformer-translate checkpoint={name} engine=ctranslate2 sentences='[...]'`.
@@ -133,6 +159,15 @@ def export_ctranslate2(ckpt: Checkpoint, directory: Path, name: str, quantizatio
             spm=", ".join(sorted(set(spm))),
             src_spm=spm[0],
             tgt_spm=spm[1],
+            **_translate_settings(int(ckpt.config.model.max_positions)),
         ),
         encoding="utf-8",
     )
+
+
+def _translate_settings(max_positions: int) -> dict:
+    """The README's `translate` settings: `transformer-translate`'s search (the beam preset) and output limit."""
+    beam = presets.compose("decoding", "beam")
+    arguments = STRATEGIES["beam"].ctranslate2(beam, 0)
+    a, b, cap = beam.max_len_a, beam.max_len_b, max_positions - 1  # as `SearchOptions.output_limits`
+    return dict(beam_size=arguments["beam_size"], length_penalty=arguments["length_penalty"], a=a, b=b, cap=cap)
