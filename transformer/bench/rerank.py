@@ -3,11 +3,11 @@
 import math
 from dataclasses import dataclass
 
-import sacrebleu
 import torch
 from torch import nn
 
 from transformer.batching import collate
+from transformer.decoding.mbr import utility
 from transformer.tokenizer import PAD_ID
 
 
@@ -41,13 +41,13 @@ def noisy_channel(cands: list[Candidate], weight: float) -> str:
 
 
 def mbr(cands: list[Candidate], temperature: float) -> str:
-    """The candidate of the highest expected sentence BLEU against the others, weighted by softmax(score / T)."""
+    """The candidate of the highest expected sentence BLEU (`decoding.mbr.utility`) against the others, weighted by
+    softmax(score / T)."""
     top = max(c.score for c in cands)
     weights = [math.exp((c.score - top) / temperature) for c in cands]
-    total = sum(weights)
-    bleu = sacrebleu.BLEU(effective_order=True)
+    total, bleu = sum(weights), utility("bleu")
 
     def risk(h: Candidate) -> float:
-        return sum(w / total * bleu.sentence_score(h.text, [c.text]).score for w, c in zip(weights, cands))
+        return sum(w / total * bleu(h.text, c.text) for w, c in zip(weights, cands))
 
     return max(cands, key=risk).text
