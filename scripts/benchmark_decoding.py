@@ -10,10 +10,11 @@ inference copy (transformer/fast_inference/) in each precision, made once.
 
 Real mode (`--checkpoint` and `--sentences`): what users run. Each checkpoint (a run folder or a file; the table's
 size is its `configs/model` preset, else its width and depth) translates the sentences with EOS on, each sentence up
-to the checkpoint's decoding limit a·(source pieces + 1) + b. Ours as `transformer-translate` calls it
-(`load(checkpoint).translator(DecodingConfig(...)).translate(sentences)`) in its default precision (`auto`, shown
-with what it resolved to), fp32, int8 and bf16 where the CPU computes bf16 natively; CTranslate2 on the checkpoint's
-`transformer-export` folder, called as its README shows (`engines.ctranslate2_translate`). Batch 32 is the whole file
+to the decoding preset's limit a·(source pieces + 1) + b. Ours as `transformer-translate` calls it
+(`load(checkpoint).translator(<the greedy or beam preset>).translate(sentences)`) in its default precision (`auto`,
+shown with what it resolved to), fp32, int8 and bf16 where the CPU computes bf16 natively; CTranslate2 on the
+checkpoint's `transformer-export` folder, called as its README shows (`engines.ctranslate2_translate`; its beam
+patience, `--ct2-patience`, defaults to the README's). Batch 32 is the whole file
 through each engine's own batching; batch 1 the first `--latency-sentences` sentences, one call each. With
 `--references`, each engine's BLEU (sacreBLEU's corpus BLEU, as `transformer-evaluate` prints it) of its batch-32
 output.
@@ -73,7 +74,7 @@ from transformer.bench.engines import (
 )
 from transformer.bench.timing import ISA, add_workload_arguments, cpu_description, measure
 from transformer.cli.export import check_exportable
-from transformer.config import DecodingConfig, InferencePrecision, ModelConfig, choices
+from transformer.config import InferencePrecision, ModelConfig, choices
 from transformer.errors import UserError
 from transformer.fast_inference import inference_copy
 from transformer.fast_inference.kernels import cpu_isa, runs
@@ -193,11 +194,7 @@ def trained(checkpoint: str, export: Path | None) -> Trained:
         check_exportable(ckpt.config.model)
         export.mkdir()
         export_ctranslate2(ckpt, export, export.name)
-    default = DecodingConfig()
-    a = OmegaConf.select(ckpt.config, "decoding.max_len_a", default=default.max_len_a)
-    b = OmegaConf.select(ckpt.config, "decoding.max_len_b", default=default.max_len_b)
-    label = model_label(ckpt.config.model)
-    return Trained(label, str(ckpt.path), str(export or ""), float(a), int(b), ckpt.model.max_positions)
+    return Trained(model_label(ckpt.config.model), str(ckpt.path), str(export or ""), ckpt.model.max_positions)
 
 
 def prepare_real(args: argparse.Namespace, folder: Path, ct2: bool) -> RealSetup:
@@ -207,7 +204,7 @@ def prepare_real(args: argparse.Namespace, folder: Path, ct2: bool) -> RealSetup
         models = [replace(model, label=checkpoint) for model, checkpoint in zip(models, args.checkpoint)]
     src = tuple(read_lines(Path(args.sentences)))
     threads = args.threads or torch.get_num_threads()
-    return RealSetup(tuple(models), src, args.latency_sentences, threads)
+    return RealSetup(tuple(models), src, args.latency_sentences, threads, ct2_patience=args.ct2_patience)
 
 
 def timed(setup: Setup | RealSetup, cases: list[Case], rounds: int):
@@ -300,8 +297,11 @@ def workload(setup: Setup | RealSetup, args: argparse.Namespace) -> str:
     rounds = f"median of {args.rounds} rounds; batch 1: the first {setup.latency_sentences} sentences one by one"
     if isinstance(setup, RealSetup):
         names = [m.path if m.label == m.path else f"{m.label}: {m.path}" for m in setup.models]
-        limits = [f"{n}, up to {m.max_len_a:g}·(pieces + 1) + {m.max_len_b}" for n, m in zip(names, setup.models)]
-        return f"{len(setup.src)} sentences of {args.sentences}, EOS on ({'; '.join(limits)}); {rounds}"
+        beam = presets.compose("decoding", "beam")
+        limit = f"up to {beam.max_len_a:g}·(pieces + 1) + {beam.max_len_b}"
+        patience = "the export README's" if setup.ct2_patience is None else f"{setup.ct2_patience:g}"
+        searches = f"{limit}, CTranslate2's beam patience {patience}"
+        return f"{len(setup.src)} sentences of {args.sentences}, EOS on ({'; '.join(names)}; {searches}); {rounds}"
     tokens = f"source {args.src_len} tokens, output {setup.out_len} tokens (EOS disabled)"
     return f"{tokens}, vocabulary {setup.vocab}; {rounds}"
 
@@ -335,6 +335,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint", nargs="+", help="real mode: run folders or checkpoint files")
     parser.add_argument("--sentences", help="real mode: the source sentences, one a line (plain or .gz)")
     parser.add_argument("--references", help="real mode: their references, for BLEU")
+    parser.add_argument(
+        "--ct2-patience", type=float, help="real mode: CTranslate2's beam patience (default: its export README's)"
+    )
     add_workload_arguments(parser)
     parser.add_argument("--threads", type=int, default=0, help="threads of every engine; 0 = torch's default")
     parser.add_argument("--uncached", action="store_true", help="also time our fp32 search without the KV cache")

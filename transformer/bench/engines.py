@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import torch
 
+from transformer import presets
 from transformer.config import DecodingConfig
 from transformer.decoding import beam_search, greedy_decode
 from transformer.fast_inference import inference_copy
@@ -74,8 +75,6 @@ class Trained:
     label: str
     path: str  # the checkpoint file `transformer.loading.load` found
     export: str  # its `transformer-export format=ctranslate2` folder ("": CTranslate2 is not installed)
-    max_len_a: float  # the checkpoint's decoding: output limit a·(source pieces + 1) + b
-    max_len_b: int
     max_positions: int
 
 
@@ -88,6 +87,7 @@ class RealSetup:
     latency_sentences: int  # the first ones, translated one call each in a batch-1 case
     threads: int
     device: str = "cpu"
+    ct2_patience: float | None = None  # CTranslate2's beam patience; None: the export README's
 
     def batches(self, batch: int) -> list[list[str]]:
         """The sentences of each call: the whole file in one call (batched by the engine), or for batch 1 the first
@@ -247,12 +247,11 @@ def _marianmt(case: Case, setup: Setup) -> Timed:
     return Timed(run)
 
 
-def decoding(model: Trained, strategy: str, batch: int, precision: str) -> DecodingConfig:
-    """Our decoding settings in a real-mode case: greedy or beam `BEAM`, `batch` sentences a batch, `precision`,
-    the checkpoint's output limit and every other setting at its default (as `transformer-translate` has them)."""
-    beam = dict(beam_size=BEAM) if strategy == "beam" else {}
-    limit = dict(max_len_a=model.max_len_a, max_len_b=model.max_len_b)
-    return DecodingConfig(strategy=strategy, batch_size=batch, precision=precision, **limit, **beam)
+def decoding(strategy: str, batch: int, precision: str) -> DecodingConfig:
+    """Our decoding settings in a real-mode case: `transformer-translate`'s preset of `strategy` (greedy, or beam
+    `BEAM`), with `batch` sentences a batch and `precision`."""
+    beam = [f"beam_size={BEAM}"] if strategy == "beam" else []
+    return presets.compose("decoding", strategy, [f"batch_size={batch}", f"precision={precision}", *beam])
 
 
 @functools.cache
@@ -265,7 +264,7 @@ def _loaded(path: str):
 def _ours_real(case: Case, setup: RealSetup) -> Timed:
     """Ours as a user translates: `load(checkpoint).translator(decoding)`, then `translate(sentences)`."""
     model = setup.model(case.size)
-    translator = _loaded(model.path).translator(decoding(model, case.strategy, case.batch, case.precision))
+    translator = _loaded(model.path).translator(decoding(case.strategy, case.batch, case.precision))
     calls = setup.batches(case.batch)
 
     def run():
@@ -279,15 +278,15 @@ def _ours_real(case: Case, setup: RealSetup) -> Timed:
     return Timed(run, output)
 
 
-def ctranslate2_translate(
-    translator, src_spm, sentences: list[str], model: Trained, batch: int, **options
-) -> list[list[str]]:
-    """The best hypothesis' target pieces for each sentence, CTranslate2 called as the export's README shows: the
-    SentencePiece pieces of the sources sorted by length, in batches of `batch`, each run to its largest output limit
-    a·(pieces + 1) + b (capped as ours is by the model's positions; CTranslate2 takes one limit per call) and each
-    output cut to its own; `options` go to `translate_batch` (beam_size, length_penalty)."""
+def ctranslate2_translate(translator, src_spm, sentences: list[str], settings: dict, batch: int) -> list[list[str]]:
+    """The best hypothesis' target pieces for each sentence, CTranslate2 called as the export's README shows
+    (`settings`: its `readme_settings`, with the beam size of the case): the SentencePiece pieces of the sources
+    sorted by length, in batches of `batch`, each run to its largest output limit a·(pieces + 1) + b (capped as ours
+    is by the model's positions; CTranslate2 takes one limit per call) and each output cut to its own."""
+    a, b, cap = settings["a"], settings["b"], settings["cap"]
+    options = {key: settings[key] for key in ("beam_size", "length_penalty", "patience")}
     pieces = src_spm.encode(sentences, out_type=str)
-    limits = [min(int(model.max_len_a * (len(p) + 1) + model.max_len_b), model.max_positions - 1) for p in pieces]
+    limits = [min(int(a * (len(p) + 1) + b), cap) for p in pieces]
     order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
     best: list[list[str]] = [[] for _ in pieces]
     for start in range(0, len(order), batch):
@@ -314,9 +313,12 @@ def _ctranslate2_real(case: Case, setup: RealSetup) -> Timed:
     model = setup.model(case.size)
     translator = _ct2_translator(model.export, case.precision, setup.threads)
     (src, tgt), calls = _sentencepiece(model.export), setup.batches(case.batch)
-    beam_size = BEAM if case.strategy == "beam" else 1
-    options = dict(beam_size=beam_size, length_penalty=DecodingConfig().length_penalty, batch=case.batch)
-    translate = functools.partial(ctranslate2_translate, translator, src, model=model, **options)
+    from transformer.export.ctranslate2 import readme_settings
+
+    settings = readme_settings(model.max_positions) | dict(beam_size=BEAM if case.strategy == "beam" else 1)
+    if setup.ct2_patience is not None:
+        settings["patience"] = setup.ct2_patience
+    translate = functools.partial(ctranslate2_translate, translator, src, settings=settings, batch=case.batch)
 
     def run():
         return [tgt.decode(translate(sentences)) for sentences in calls]
