@@ -182,7 +182,7 @@ def measure(pairs: int, work: Path, env: dict, sample: int, corpora: Path) -> di
     src, tgt = write_corpus(corpora, pairs)
     row = {"pairs": pairs}
     out = subprocess.run(
-        [sys.executable, "-c", LIMIT, str(src), str(tgt), str(sample)],
+        [sys.executable, "-P", "-c", LIMIT, str(src), str(tgt), str(sample)],
         env=env,
         check=True,
         capture_output=True,
@@ -221,7 +221,9 @@ def measure(pairs: int, work: Path, env: dict, sample: int, corpora: Path) -> di
         bytes_per_token=round(final / max(meta.get("tokens", 0), 1), 2) if "tokens" in meta else None,
     )
     loader = (
-        subprocess.run([sys.executable, "-c", LOADER, str(folder)], env=env, check=True, capture_output=True, text=True)
+        subprocess.run(
+            [sys.executable, "-P", "-c", LOADER, str(folder)], env=env, check=True, capture_output=True, text=True
+        )
         .stdout.strip()
         .splitlines()[-1]
     )
@@ -253,6 +255,7 @@ def main() -> None:
     parser.add_argument("--code", help="another checkout to measure (its package first on PYTHONPATH)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args()
+    # The snippets run with `python -P`: `-c` alone would put the working directory (this checkout) first.
     env = {**os.environ, "PYTHONPATH": str(Path(args.code).resolve()) if args.code else str(ROOT)}
     print(f"# {cpu()}; load before: {os.getloadavg()[0]:.2f}", flush=True)
     rows, sizes = [], args.pairs + ([40_000_000] if args.full else [])
