@@ -26,8 +26,9 @@ from pathlib import Path
 
 import torch
 
+from transformer.bench.engines import decoding
 from transformer.bench.timing import operator_table
-from transformer.config import DecodingConfig, InferencePrecision, choices
+from transformer.config import InferencePrecision, choices
 from transformer.decoding import SearchOptions, search
 from transformer.fast_inference import inference_copy
 from transformer.marian_reference import SIZES, model_config
@@ -67,8 +68,7 @@ def real(args: argparse.Namespace) -> tuple[Callable[[], object], str]:
     from transformer.loading import load
 
     sentences = list(read_lines(Path(args.sentences)))[: args.limit]
-    beam = dict(beam_size=5) if args.strategy == "beam" else {}
-    cfg = DecodingConfig(strategy=args.strategy, batch_size=args.batch, precision=args.precision, **beam)
+    cfg = decoding(args.strategy, args.batch, args.precision)  # as benchmark_decoding.py's real mode
     translator = load(args.checkpoint, device=args.device).translator(cfg)
     where = f"{translator.precision}, {torch.get_num_threads()} threads"
     what = f"{args.checkpoint}, {args.strategy}, batch {args.batch}, {len(sentences)} sentences, {where}"

@@ -382,9 +382,10 @@ class Engines:
         """The pipe to `case`'s process, started here the first time."""
         name = process_of(case)
         if name not in self.conns:
-            conn, child_end = multiprocessing.get_context("spawn").Pipe()
+            context = multiprocessing.get_context("spawn")
+            conn, child_end = context.Pipe()
             args = (child_end, case.engine, self.setup)
-            process = multiprocessing.get_context("spawn").Process(target=_engine_process, args=args, daemon=True)
+            process = context.Process(target=_engine_process, args=args, daemon=True)
             process.start()
             self.conns[name] = conn
             self.processes.append(process)
