@@ -39,7 +39,7 @@ def same(a, b) -> bool:
 def test_the_gathered_batch_equals_the_per_row_batch_over_several_chunks(dtype):
     ds = chunked([30, 1, 45, 24], dtype)
     data = TrainBatches.from_dataset(ds, 128, 200, seed=1)
-    assert data.lengths.dtype == np.uint16 and data.rows is None
+    assert data.classes.dtype == np.uint32 and data.rows is None  # 4 bytes a pair
     assert len({v for v in data.ids[0].value_view.tolist()}) == 4  # four allocations: four views
     rng = np.random.default_rng(2)
     for indices in [*data.epoch(0)[:5], rng.permutation(100)[:17], np.array([99, 0, 30, 31, 30])]:
@@ -117,7 +117,8 @@ def test_key_halves_give_back_the_lengths_and_positions():
     lengths = np.array([[1, 1], [7, 1], [1, 7], [7, 7], [3, 6], [6, 3]])
     for random in (False, True):
         layout = KeyLayout.of(lengths, random)
-        high = layout.high(lengths, np.random.default_rng(0))
+        high = layout.classes(lengths)
+        layout.add_random_bits(high, np.random.default_rng(0))
         assert np.array_equal(np.stack(layout.lengths(high), axis=1), lengths)
     batches = token_batches(lengths, 1000, None)  # by width, then target minus source, then position
     assert batches.order.tolist() == [0, 5, 4, 1, 3, 2]

@@ -40,15 +40,24 @@ class KeyLayout:
     def width_shift(self) -> int:
         return self.diff_bits + self.random_bits
 
-    def high(self, lengths: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
-        """(b,) uint32 high halves of the keys of pairs with (b, 2) `lengths`."""
-        src, tgt = lengths[:, 0].astype(np.uint32), lengths[:, 1].astype(np.uint32)
-        high = np.maximum(src, tgt) << self.width_shift
-        high |= (tgt + (self.longest - 1) - src) << self.random_bits
-        if self.random_bits:  # the generator's raw words: several times faster than integers()
-            raw = rng.bit_generator.random_raw((len(high) + 1) // 2).view(np.uint32)[: len(high)]
-            high |= raw & np.uint32((1 << self.random_bits) - 1)
-        return high
+    def classes(self, lengths: np.ndarray) -> np.ndarray:
+        """(N,) uint32 length classes of pairs with (N, 2) `lengths`: their keys' high halves, random bits zero."""
+        out = np.empty(len(lengths), dtype=np.uint32)
+        for start in range(0, len(lengths), _BLOCK):
+            block = lengths[start : start + _BLOCK]
+            src, tgt = block[:, 0].astype(np.uint32), block[:, 1].astype(np.uint32)
+            high = np.left_shift(np.maximum(src, tgt), self.width_shift, out=out[start : start + len(block)])
+            high |= (tgt + (self.longest - 1) - src) << self.random_bits
+        return out
+
+    def add_random_bits(self, high: np.ndarray, rng: np.random.Generator) -> None:
+        """Set the random bits of (E,) `high` halves, in blocks (their draws do not depend on how E was made)."""
+        if not self.random_bits:
+            return
+        mask = np.uint32((1 << self.random_bits) - 1)
+        for start in range(0, len(high), _BLOCK):  # the generator's raw words: several times faster than integers()
+            bits = high[start : start + _BLOCK]
+            bits |= rng.bit_generator.random_raw((len(bits) + 1) // 2).view(np.uint32)[: len(bits)] & mask
 
     def lengths(self, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Source and target lengths (int32) of the pairs whose keys have the high halves `high`."""
@@ -69,20 +78,24 @@ def halves(keys: np.ndarray) -> np.ndarray:
 
 
 def sorted_keys(
-    lengths: np.ndarray, parts: list[range | np.ndarray], layout: KeyLayout, rng: np.random.Generator | None
+    classes: np.ndarray, parts: list[range | np.ndarray], layout: KeyLayout, rng: np.random.Generator | None
 ) -> np.ndarray:
-    """The sorted (E,) keys of the positions in `parts` (ranges, or uint32 arrays) into (N, 2) `lengths`."""
+    """The sorted (E,) keys of the positions in `parts` (ranges, or uint32 arrays) into (N,) length `classes`."""
     keys = np.empty(sum(map(len, parts)), dtype=np.uint64)
     low, high = halves(keys)[:, _LOW], halves(keys)[:, _HIGH]
     done = 0
     for part in parts:
         for start in range(0, len(part), _BLOCK):
             block = part[start : start + _BLOCK]
-            low[done : done + len(block)] = np.arange(block.start, block.stop) if isinstance(block, range) else block
-            done += len(block)
-    for start in range(0, len(keys), _BLOCK):  # in blocks of the whole epoch: the random bits ignore the parts
-        positions = low[start : start + _BLOCK]
-        high[start : start + len(positions)] = layout.high(np.take(lengths, positions, axis=0), rng)
+            end = done + len(block)
+            if isinstance(block, range):  # a slice of the classes: no gather
+                low[done:end] = np.arange(block.start, block.stop, dtype=np.uint32)
+                high[done:end] = classes[block.start : block.stop]
+            else:
+                low[done:end], high[done:end] = block, classes[block]
+            done = end
+    if rng is not None:
+        layout.add_random_bits(high, rng)
     keys.sort()
     return keys
 
@@ -168,4 +181,5 @@ def token_batches(lengths: np.ndarray, batch_tokens: int, rng: np.random.Generat
     Pairs are sorted by their wider side, then target minus source, ties broken at random when `rng` is given,
     so that a batch holds similar lengths; the batches are then shuffled."""
     layout = KeyLayout.of(lengths, rng is not None)
-    return Batches.cut(sorted_keys(lengths, [range(len(lengths))], layout, rng), layout, batch_tokens, rng)
+    keys = sorted_keys(layout.classes(lengths), [range(len(lengths))], layout, rng)
+    return Batches.cut(keys, layout, batch_tokens, rng)

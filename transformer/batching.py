@@ -82,11 +82,12 @@ def _table_order(ds: "datasets.Dataset") -> "datasets.Dataset":
 
 
 class TrainBatches:
-    """The training split: a memory-mapped Arrow dataset plus a table of lengths, and the corpora it mixes.
+    """The training split: a memory-mapped Arrow dataset plus its pairs' length classes, and the corpora it mixes.
 
-    Only the lengths live in memory (uint16: 4 bytes a pair), and an epoch's sort keys while it lasts (8 bytes a
-    pair); a batch's rows are read when it is collated, so a process touches just its own share of a corpus
-    larger than memory.
+    Only the pairs' length classes live in memory (uint32: 4 bytes a pair, their lengths packed the way the sort
+    keys hold them, so an epoch gathers no lengths), and an epoch's sort keys while it lasts (8 bytes a pair); a
+    batch's rows are read when it is collated, so a process touches just its own share of a corpus larger than
+    memory.
     """
 
     def __init__(
@@ -103,11 +104,12 @@ class TrainBatches:
         self.sampling = sampling  # (tokenizer, BPE-dropout): re-encode each batch's text with dropout
         self.ds = ds.select_columns(["src", "tgt"] if sampling else ["src_ids", "tgt_ids"])
         self.ids = None if sampling else tuple(IdColumn(ds.data.column(name)) for name in ("src_ids", "tgt_ids"))
-        self.rows, self.lengths = rows, lengths  # kept dataset rows (N,) or None: all; their (N, 2) lengths + EOS/BOS
+        self.rows = rows  # kept dataset rows (N,) or None: all
         self.batch_tokens, self.seed = batch_tokens, seed
         self.corpora = corpora or [Corpus("train", len(ds))]  # the split's corpora, their rows one after the other
         self.starts = corpus_starts(self.corpora, rows)  # (C + 1,) where each corpus's kept pairs start
         self.layout = KeyLayout.of(lengths, random=True)
+        self.classes = self.layout.classes(lengths)  # (N,) their (N, 2) lengths + EOS/BOS, packed
 
     @classmethod
     def from_dataset(
@@ -135,14 +137,19 @@ class TrainBatches:
         return cls(ds, rows, lengths, batch_tokens, seed, sampling, corpora)
 
     def __len__(self) -> int:
-        return len(self.lengths)
+        return len(self.classes)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """(N, 2) int32 lengths (with EOS/BOS) of the kept pairs."""
+        return np.stack(self.layout.lengths(self.classes), axis=1)
 
     def epoch(self, epoch: int) -> Batches:
         """Batches (positions into the kept pairs) for `epoch`: each corpus's share by its weight, deterministic
         given the seed. With every weight 1, every pair once, as without a mixture."""
         rng = np.random.default_rng([self.seed, epoch])
         parts = epoch_parts(self.starts, [c.weight for c in self.corpora], self.seed, epoch)
-        return Batches.cut(sorted_keys(self.lengths, parts, self.layout, rng), self.layout, self.batch_tokens, rng)
+        return Batches.cut(sorted_keys(self.classes, parts, self.layout, rng), self.layout, self.batch_tokens, rng)
 
     def pairs_per_corpus(self, batches: Batches) -> dict[str, int]:
         """How many pairs of each corpus `batches` (an epoch's) hold."""
@@ -156,7 +163,8 @@ class TrainBatches:
         """The padded batch of `indices`; with sampling, its segmentation depends on (seed, epoch, batch)."""
         rows = (indices if self.rows is None else self.rows[indices]).astype(np.int64)
         if self.sampling is None:
-            lengths = np.take(self.lengths, indices, axis=0).astype(np.int64) - 1  # (B, 2) without EOS/BOS
+            src_len, tgt_len = self.layout.lengths(self.classes[indices])  # (B,) each, with EOS/BOS
+            lengths = np.stack([src_len, tgt_len], axis=1).astype(np.int64) - 1  # (B, 2) without
             src, tgt = (column.tokens(rows, lengths[:, side]) for side, column in enumerate(self.ids))
             return Batch(
                 src=padded(src, lengths[:, 0], last=EOS_ID),
