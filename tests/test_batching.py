@@ -7,7 +7,7 @@ import torch
 
 from transformer.batch_order import KeyLayout, token_batches
 from transformer.batching import TrainBatches, collate, pad
-from transformer.mixture import Corpus
+from transformer.mixture import TrainingCorpus
 
 
 def pairs(n: int, seed: int = 0, longest: int = 40) -> dict[str, list[list[int]]]:
@@ -127,7 +127,8 @@ def test_key_halves_give_back_the_lengths_and_positions():
 
 def test_weights_give_each_corpus_its_share_without_a_per_pair_table():
     ds = chunked([40, 70])
-    data = TrainBatches.from_dataset(ds, 128, 300, seed=3, corpora=[Corpus("a", 40, 2.0), Corpus("b", 70, 0.5)])
+    corpora = [TrainingCorpus("a", weight=2.0, pairs=40), TrainingCorpus("b", weight=0.5, pairs=70)]
+    data = TrainBatches.from_dataset(ds, 128, 300, seed=3, corpora=corpora)
     counts = np.bincount(np.concatenate(list(data.epoch(0))), minlength=110)
     assert set(counts[:40].tolist()) == {2} and sorted(set(counts[40:].tolist())) == [0, 1]
     assert data.pairs_per_corpus(data.epoch(0)) == {"a": 80, "b": 35}

@@ -14,7 +14,7 @@ from tests.test_data import files_config
 from transformer.batching import TrainBatches, token_batches
 from transformer.data import prepare
 from transformer.errors import UserError
-from transformer.mixture import Corpus
+from transformer.mixture import TrainingCorpus
 
 
 def split_of(sizes: list[int], seed: int = 0) -> datasets.Dataset:
@@ -33,7 +33,7 @@ def split_of(sizes: list[int], seed: int = 0) -> datasets.Dataset:
 
 
 def mixed(sizes: list[int], weights: list[float], seed: int = 3) -> TrainBatches:
-    corpora = [Corpus(f"c{i}", size, weight) for i, (size, weight) in enumerate(zip(sizes, weights))]
+    corpora = [TrainingCorpus(f"c{i}", weight=w, pairs=n) for i, (n, w) in enumerate(zip(sizes, weights))]
     return TrainBatches.from_dataset(split_of(sizes), 128, 300, seed, corpora=corpora)
 
 
@@ -139,7 +139,7 @@ def test_weights_are_no_part_of_the_prepared_data_but_tags_are(corpus, tmp_path)
     assert reweighted.dir == base.dir and retagged.dir != base.dir
     assert retagged.tokenizer.tags == ("synth",)
     cfg, _ = tagged_setup(corpus, tmp_path, weight=3.0)
-    assert [(c.name, c.size, c.weight, c.tag) for c in base.mixture(cfg)] == [
+    assert [(c.name, c.pairs, c.weight, c.tag) for c in base.mixture(cfg)] == [
         ("toy", 300, 1.0, ""),
         ("synthetic", 60, 3.0, "bt"),
     ]
@@ -181,7 +181,7 @@ def test_a_mixture_trains_with_its_per_corpus_counts_logged(corpus, tmp_path, ca
     with caplog.at_level("INFO"):
         trainer = make_trainer(overrides, tmp_path / "run")
         trainer.fit()
-    main, synthetic = (c.size for c in trainer.train_data.corpora)
+    main, synthetic = (c.pairs for c in trainer.train_data.corpora)
     logged = f"pairs files {2 * main:,}, synthetic {round(0.5 * synthetic):,}"
     assert logged in caplog.text and "training corpus synthetic: kept" in caplog.text
     assert scalars(tmp_path / "run", "pairs_per_epoch/synthetic") == [(0, round(0.5 * synthetic))]

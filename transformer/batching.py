@@ -13,7 +13,7 @@ from torch import Tensor
 
 from transformer.batch_order import Batches, KeyLayout, sorted_keys, token_batches
 from transformer.id_column import IdColumn, list_lengths
-from transformer.mixture import Corpus, corpus_starts, epoch_counts, epoch_parts
+from transformer.mixture import TrainingCorpus, corpus_starts, epoch_counts, epoch_parts
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 if TYPE_CHECKING:  # importing datasets takes seconds; translating needs none of it
@@ -98,7 +98,7 @@ class TrainBatches:
         batch_tokens: int,
         seed: int,
         sampling: tuple[Tokenizer, float] | None = None,
-        corpora: list[Corpus] | None = None,
+        corpora: list[TrainingCorpus] | None = None,
     ):
         ds = _table_order(ds)
         self.sampling = sampling  # (tokenizer, BPE-dropout): re-encode each batch's text with dropout
@@ -106,7 +106,8 @@ class TrainBatches:
         self.ids = None if sampling else tuple(IdColumn(ds.data.column(name)) for name in ("src_ids", "tgt_ids"))
         self.rows = rows  # kept dataset rows (N,) or None: all
         self.batch_tokens, self.seed = batch_tokens, seed
-        self.corpora = corpora or [Corpus("train", len(ds))]  # the split's corpora, their rows one after the other
+        # the split's corpora, their rows one after the other
+        self.corpora = corpora or [TrainingCorpus("train", pairs=len(ds))]
         self.starts = corpus_starts(self.corpora, rows)  # (C + 1,) where each corpus's kept pairs start
         self.layout = KeyLayout.of(lengths, random=True)
         self.classes = self.layout.classes(lengths)  # (N,) their (N, 2) lengths + EOS/BOS, packed
@@ -119,7 +120,7 @@ class TrainBatches:
         batch_tokens: int,
         seed: int,
         sampling: tuple[Tokenizer, float] | None = None,
-        corpora: list[Corpus] | None = None,
+        corpora: list[TrainingCorpus] | None = None,
     ) -> "TrainBatches":
         """Pairs longer than `max_len` tokens (with EOS) are dropped and counted; both use deterministic lengths,
         read from the id columns' offsets. (Prepared data holds none over its own data.max_len, dropped when it was

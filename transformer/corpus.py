@@ -6,13 +6,13 @@ source (transformer/sources/), and `data.extra_train.NAME` adds more training co
 
 import logging
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.backtranslation import check_corpus_folder
 from transformer.config import DataConfig, ExtraCorpus, SourceConfig
 from transformer.errors import UserError
 from transformer.files import atomic_copy, atomic_write
+from transformer.mixture import TrainingCorpus
 from transformer.sources import OPENERS, Source, build_source, given, source_config
 
 log = logging.getLogger(__name__)
@@ -60,18 +60,6 @@ def builtin_source(folder: Path, split: str, src_lang: str, tgt_lang: str) -> So
 def text_source(src: str | Path, tgt: str | Path, src_lang: str, tgt_lang: str, key: str) -> Source:
     """Two aligned text files as a source."""
     return build_source(SourceConfig(src=str(src), tgt=str(tgt)), src_lang, tgt_lang, key)
-
-
-@dataclass(frozen=True)
-class TrainingCorpus:
-    """One corpus of the training split: the main one (named `data.name`) or a `data.extra_train.NAME`."""
-
-    name: str
-    source: Source
-    weight: float = 1.0
-    tag: str = ""
-    noise: float = 0.0  # word noise on the source (transformer/noise.py)
-    reverse: bool = False  # a copy the other way round (data.both_directions): its source is the tgt_lang side
 
 
 def extra_corpus(name: str, entry) -> ExtraCorpus:

@@ -15,7 +15,7 @@ import logging
 import os
 import shutil
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from itertools import chain
 from pathlib import Path
 
@@ -26,11 +26,11 @@ from omegaconf import OmegaConf
 from transformer.binarization import Encoder, binarize, token_report
 from transformer.cleaning import CleaningReport
 from transformer.config import DataConfig
-from transformer.corpus import TrainingCorpus, extra_corpus, fetch, split_names, training_corpora
+from transformer.corpus import extra_corpus, fetch, split_names, training_corpora
 from transformer.errors import UserError
 from transformer.files import DiskFull, atomic_rename_dir, atomic_write_text, disk_errors
 from transformer.locks import exclusive
-from transformer.mixture import Corpus
+from transformer.mixture import TrainingCorpus
 from transformer.reuse import corpus_key, models_digest, prepared_corpora, reused, source_identity, usable
 from transformer.screening import CHUNK, Sample, Screen, sample_size
 from transformer.shards import SHARD, shard_paths, write_shard
@@ -110,10 +110,11 @@ class PreparedData:
         """The training split's corpora in order: name, pairs (its rows, one after the other), tag, cleaning counts."""
         return self.meta["corpora"]
 
-    def mixture(self, cfg: DataConfig) -> list[Corpus]:
-        """The training split's corpora with the weights `cfg` gives them (no part of the prepared data)."""
-        weights = {corpus.name: corpus.weight for corpus in training_corpora(cfg)}
-        return [Corpus(c["name"], c["pairs"], weights[c["name"]], c["tag"]) for c in self.corpora]
+    def mixture(self, cfg: DataConfig) -> list[TrainingCorpus]:
+        """The training split's corpora in its order, as `cfg` gives them (their weights are no part of the
+        prepared data), with the pairs each holds here."""
+        given = {corpus.name: corpus for corpus in training_corpora(cfg)}
+        return [replace(given[c["name"]], pairs=c["pairs"]) for c in self.corpora]
 
     def log_cleaning(self) -> None:
         """One line per training corpus: the pairs kept and those each cleaning rule dropped."""

@@ -6,8 +6,12 @@ the corpus, another half each epoch; a resumed run draws the same samples.
 """
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # sources import more than an epoch's order needs
+    from transformer.sources import Source
 
 # SeedSequence pads a short seed with zeros, so [seed, epoch, corpus] alone could equal the batch order's
 # [seed, epoch] or BPE-dropout's [seed, epoch, pair]; this last word keeps the sampling's stream apart.
@@ -15,19 +19,23 @@ _SAMPLING_STREAM = 1
 
 
 @dataclass(frozen=True)
-class Corpus:
-    """One corpus of a training split: its name, its rows (pairs) in the split, its weight and tag."""
+class TrainingCorpus:
+    """One corpus of the training split, one shape from the config to the batches: the main one (named `data.name`)
+    or a `data.extra_train.NAME` (`transformer.corpus.training_corpora` reads them), and once prepared its pairs."""
 
     name: str
-    size: int
+    source: "Source | None" = None  # where its pairs are read (None: a split given already prepared)
     weight: float = 1.0
     tag: str = ""
+    noise: float = 0.0  # word noise on the source (transformer/noise.py)
+    reverse: bool = False  # a copy the other way round (data.both_directions): its source is the tgt_lang side
+    pairs: int = 0  # its rows in the prepared training split, where the corpora lie one after the other
 
 
-def corpus_starts(corpora: list[Corpus], rows: np.ndarray | None) -> np.ndarray:
+def corpus_starts(corpora: list[TrainingCorpus], rows: np.ndarray | None) -> np.ndarray:
     """(C + 1,) where each corpus's pairs start among the kept pairs, then their count. The corpora's rows lie one
     after the other in the split; `rows` are the kept ones (ascending), None when every row is kept."""
-    ends = np.cumsum([0] + [c.size for c in corpora])
+    ends = np.cumsum([0] + [c.pairs for c in corpora])
     return ends if rows is None else np.searchsorted(rows, ends)
 
 
@@ -47,7 +55,7 @@ def epoch_parts(starts: np.ndarray, weights: list[float], seed: int, epoch: int)
     return parts
 
 
-def epoch_counts(corpora: list[Corpus], starts: np.ndarray, positions: np.ndarray) -> dict[str, int]:
+def epoch_counts(corpora: list[TrainingCorpus], starts: np.ndarray, positions: np.ndarray) -> dict[str, int]:
     """Pairs of each corpus among `positions` (an epoch's)."""
     below = [np.count_nonzero(positions < start) for start in starts[1:-1]]  # pairs before each corpus but the first
     counts = np.diff([0, *below, len(positions)])

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from transformer.cleaning import CleaningReport
 from transformer.config import SourceConfig
-from transformer.corpus import TrainingCorpus
+from transformer.mixture import TrainingCorpus
 from transformer.shards import shard_paths, write_shard
 from transformer.sources import Source
 from transformer.tokenizer import Tokenizer
