@@ -73,11 +73,14 @@ def write_corpus(folder: Path, pairs: int, seed: int = 0) -> tuple[Path, Path]:
 
 
 class Watch:
-    """Polls a process tree's summed RssAnon (by stage, read from its log lines) and a folder's size."""
+    """Polls a process tree's summed RssAnon (by stage, read from its log lines) and a folder's size, and times
+    each stage."""
 
     def __init__(self, proc: subprocess.Popen, folder: Path | None, stages: dict[str, str]):
         self.proc, self.folder, self.stages = proc, folder, stages
         self.stage, self.anon, self.disk = "other", {}, 0
+        self.seconds: dict[str, float] = {}
+        self.since = time.perf_counter()
         threading.Thread(target=self._poll, daemon=True).start()
 
     def _tree(self) -> list[int]:
@@ -112,9 +115,15 @@ class Watch:
             log.append(line)
             for pattern, stage in self.stages.items():
                 if pattern in line:
-                    self.stage = stage
+                    self._enter(stage)
         self.proc.wait()
+        self._enter("other")
         return "".join(log)
+
+    def _enter(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[self.stage] = self.seconds.get(self.stage, 0.0) + now - self.since
+        self.stage, self.since = stage, now
 
 
 def du(folder: Path) -> int:
@@ -224,6 +233,9 @@ def measure(pairs: int, work: Path, env: dict, sample: int, corpora: Path) -> di
     row.update(
         prepare_s=round(seconds, 1),
         ratio=round(seconds / row["limit_s"], 2),
+        spm_train_s=round(watch.seconds.get("sentencepiece", 0.0), 1),
+        us_per_pair=round(seconds / pairs * 1e6, 1),
+        us_per_pair_beyond_spm_train=round((seconds - watch.seconds.get("sentencepiece", 0.0)) / pairs * 1e6, 1),
         peak_anon_gib=round(watch.anon.get("other", 0) / 2**30, 2),
         spm_train_anon_gib=round(watch.anon.get("sentencepiece", 0) / 2**30, 2),
         disk_peak_gib=round(watch.disk / 2**30, 2),
