@@ -230,12 +230,13 @@ def measure(pairs: int, work: Path, env: dict, sample: int, corpora: Path) -> di
     (folder,) = [p for p in prepared.iterdir() if p.is_dir() and not p.name.startswith(".")]
     meta = json.loads((folder / "meta.json").read_text())
     final = du(folder)
+    spm_train = watch.seconds.get("sentencepiece", 0.0)
     row.update(
         prepare_s=round(seconds, 1),
         ratio=round(seconds / row["limit_s"], 2),
-        spm_train_s=round(watch.seconds.get("sentencepiece", 0.0), 1),
+        spm_train_s=round(spm_train, 1),
         us_per_pair=round(seconds / pairs * 1e6, 1),
-        us_per_pair_beyond_spm_train=round((seconds - watch.seconds.get("sentencepiece", 0.0)) / pairs * 1e6, 1),
+        us_per_pair_beyond_spm_train=round((seconds - spm_train) / pairs * 1e6, 1),
         peak_anon_gib=round(watch.anon.get("other", 0) / 2**30, 2),
         spm_train_anon_gib=round(watch.anon.get("sentencepiece", 0) / 2**30, 2),
         disk_peak_gib=round(watch.disk / 2**30, 2),

@@ -140,11 +140,6 @@ class TrainBatches:
     def __len__(self) -> int:
         return len(self.classes)
 
-    @property
-    def lengths(self) -> np.ndarray:
-        """(N, 2) int32 lengths (with EOS/BOS) of the kept pairs."""
-        return np.stack(self.layout.lengths(self.classes), axis=1)
-
     def epoch(self, epoch: int) -> Batches:
         """Batches (positions into the kept pairs) for `epoch`: each corpus's share by its weight, deterministic
         given the seed. With every weight 1, every pair once, as without a mixture."""
@@ -164,13 +159,13 @@ class TrainBatches:
         """The padded batch of `indices`; with sampling, its segmentation depends on (seed, epoch, batch)."""
         rows = (indices if self.rows is None else self.rows[indices]).astype(np.int64)
         if self.sampling is None:
-            src_len, tgt_len = self.layout.lengths(self.classes[indices])  # (B,) each, with EOS/BOS
-            lengths = np.stack([src_len, tgt_len], axis=1).astype(np.int64) - 1  # (B, 2) without
-            src, tgt = (column.tokens(rows, lengths[:, side]) for side, column in enumerate(self.ids))
+            # (B,) each side's lengths without EOS/BOS
+            src_len, tgt_len = (n.astype(np.int64) - 1 for n in self.layout.lengths(self.classes[indices]))
+            src, tgt = (column.tokens(rows, n) for n, column in zip((src_len, tgt_len), self.ids))
             return Batch(
-                src=padded(src, lengths[:, 0], last=EOS_ID),
-                tgt_in=padded(tgt, lengths[:, 1], first=BOS_ID),
-                tgt_out=padded(tgt, lengths[:, 1], last=EOS_ID),
+                src=padded(src, src_len, last=EOS_ID),
+                tgt_in=padded(tgt, tgt_len, first=BOS_ID),
+                tgt_out=padded(tgt, tgt_len, last=EOS_ID),
             )
         pairs = self.ds[rows.tolist()]
         tokenizer, dropout = self.sampling
