@@ -53,6 +53,7 @@ def write_corpus(folder: Path, pairs: int, seed: int = 0) -> tuple[Path, Path]:
     paths = folder / f"wmtlike{pairs}.fr.gz", folder / f"wmtlike{pairs}.en.gz"
     if all(path.exists() for path in paths):
         return paths
+    folder.mkdir(parents=True, exist_ok=True)
     pool = []
     for name, split in SOURCES:
         sides = [gzip.open(SHARED / name / f"{split}.{lang}.gz", "rt").read().splitlines() for lang in ("fr", "en")]

@@ -18,8 +18,8 @@ from collections import Counter
 from dataclasses import asdict, replace
 from itertools import chain
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import datasets
 import pyarrow as pa
 from omegaconf import OmegaConf
 
@@ -37,6 +37,9 @@ from transformer.shards import SHARD, shard_paths, write_shard
 from transformer.sources import Source
 from transformer.sources.base import PairReader
 from transformer.tokenizer import Tokenizer, train_sentencepiece
+
+if TYPE_CHECKING:
+    import datasets
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +94,7 @@ class PreparedData:
             f"delete that folder (rm -r {self.dir}) and run again to rebuild it"
         )
 
-    def split(self, name: str) -> datasets.Dataset:
+    def split(self, name: str) -> "datasets.Dataset":
         """Columns: src_ids, tgt_ids (subword ids without BOS/EOS), src_len, tgt_len; src, tgt (text) for val and
         test sets, and for the training split with BPE-dropout. The training split is its corpora one after the
         other."""
@@ -99,6 +102,8 @@ class PreparedData:
             raise UserError(f"no split {name!r} in {self.dir}; available: {self.meta['splits']}")
         train = name == self.meta["train"]
         folders = [self.dir / name / c["folder"] for c in self.corpora] if train else [self.dir / name]
+        import datasets  # a second of start-up: not for commands that only prepare
+
         try:
             parts = [datasets.Dataset.from_file(str(path)) for folder in folders for path in shard_paths(folder)]
             return datasets.concatenate_datasets(parts)
