@@ -10,6 +10,7 @@ from pathlib import Path
 
 from transformer.config import SourceConfig
 from transformer.errors import UserError
+from transformer.prefetch import ahead
 
 
 def same_language(code: str, lang: str) -> bool:
@@ -113,10 +114,11 @@ class Source:
 
 
 class PairReader:
-    """Exact numbers of pairs from a source's `chunks`, however they come."""
+    """Exact numbers of pairs from a source's `chunks`, however they come; the next chunk is read in a thread while
+    the caller works on the last (tokenizing it, or screening it)."""
 
     def __init__(self, chunks: Iterator[tuple[list[str], list[str]]]):
-        self.chunks, self.srcs, self.tgts = chunks, [], []
+        self.chunks, self.srcs, self.tgts = ahead(chunks), [], []
 
     def take(self, n: int) -> tuple[list[str], list[str]]:
         """The next `n` pairs as (sources, targets); fewer only at the end of the corpus."""
