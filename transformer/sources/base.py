@@ -10,7 +10,6 @@ from pathlib import Path
 
 from transformer.config import SourceConfig
 from transformer.errors import UserError
-from transformer.prefetch import ahead
 
 
 def same_language(code: str, lang: str) -> bool:
@@ -114,11 +113,10 @@ class Source:
 
 
 class PairReader:
-    """Exact numbers of pairs from a source's `chunks`, however they come; the next chunk is read in a thread while
-    the caller works on the last (tokenizing it, or screening it)."""
+    """Exact numbers of pairs from a source's `chunks`, however they come."""
 
     def __init__(self, chunks: Iterator[tuple[list[str], list[str]]]):
-        self.chunks, self.srcs, self.tgts = ahead(chunks), [], []
+        self.chunks, self.srcs, self.tgts = chunks, [], []
 
     def take(self, n: int) -> tuple[list[str], list[str]]:
         """The next `n` pairs as (sources, targets); fewer only at the end of the corpus."""

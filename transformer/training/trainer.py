@@ -7,6 +7,7 @@ import logging
 import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -22,7 +23,6 @@ from transformer.factory import build_model
 from transformer.hardware import bf16_ratio, native_bf16
 from transformer.optim import make_optimizer
 from transformer.precision import bf16_pays, resolve
-from transformer.prefetch import ahead
 from transformer.run_folder import RunFolder
 from transformer.runtime import pick_device, seed_everything
 from transformer.training.keeper import CheckpointKeeper
@@ -44,7 +44,14 @@ def step_batches(
     def load(start: int) -> list[Batch]:
         return [data.collate(idx, epoch) for idx in batches[start + rank * accumulate :][:accumulate]]
 
-    return ahead(map(load, range(position, len(batches) - per_step + 1, per_step)))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        upcoming = pool.submit(load, position)
+        while position + per_step <= len(batches):
+            micro = upcoming.result()
+            position += per_step
+            if position + per_step <= len(batches):
+                upcoming = pool.submit(load, position)
+            yield micro
 
 
 def join(tcfg: DictConfig, device: torch.device, data: PreparedData, start: Start) -> tuple[int, int]:
