@@ -105,8 +105,10 @@ class Watch:
             except (OSError, AttributeError):
                 pass
             self.anon[self.stage] = max(self.anon.get(self.stage, 0), total)
-            if self.folder is not None and self.folder.exists():
-                self.disk = max(self.disk, du(self.folder))
+            try:  # prepare renames and removes its temporary folders as it goes
+                self.disk = max(self.disk, du(self.folder)) if self.folder is not None else 0
+            except OSError:
+                pass
             time.sleep(0.2)
 
     def follow(self) -> str:
