@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import training_pairs, write_corpus
+from tests.test_batching import lengths_of
 from tests.test_data import files_config
 from transformer.batching import TrainBatches, token_batches
 from transformer.data import prepare
@@ -73,9 +74,8 @@ def test_a_share_below_one_is_sampled_anew_each_epoch_and_again_the_same_after_a
 def test_weights_of_one_give_the_batches_of_a_split_without_a_mixture():
     data = mixed([60, 40, 25], [1, 1, 1])
     plain = TrainBatches.from_dataset(split_of([60, 40, 25]), 128, 300, seed=3)
-    lengths = np.stack(plain.layout.lengths(plain.classes), axis=1)
     for epoch in range(3):
-        expected = token_batches(lengths, 300, np.random.default_rng([3, epoch]))
+        expected = token_batches(lengths_of(plain), 300, np.random.default_rng([3, epoch]))
         for batches in (data.epoch(epoch), plain.epoch(epoch)):
             assert len(batches) == len(expected) and all(np.array_equal(a, b) for a, b in zip(batches, expected))
 

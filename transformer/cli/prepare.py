@@ -8,7 +8,7 @@ from transformer.config import PrepareConfig
 
 @hydra_app("prepare", PrepareConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.data import prepare  # datasets: see transformer.cli
+    from transformer.data import prepare  # pyarrow, SentencePiece: see transformer.cli
 
     with user_errors():
         prepared = prepare(cfg.data)
