@@ -80,3 +80,18 @@ def test_prepared_data_does_not_depend_on_the_shard_size(corpus, tmp_path):
         folders.append((prepared.dir / "spm.model").read_bytes())
         folders.append(prepared.split("train")["src_ids"])
     assert folders[0] == folders[2] and folders[1] == folders[3]
+
+
+def test_texts_keep_and_drain_the_sentences_a_list_would():
+    rng = np.random.default_rng(0)
+    words = ["été", "naïve", "", "le chat", "Œuvre d'art", "x" * 300, "日本"]
+    blocks = [[words[i] for i in rng.integers(0, len(words), n)] for n in (5, 1, 12, 7)]
+    texts, expected = screening.Texts(), [s for block in blocks for s in block]
+    for block in blocks:
+        texts.add([s.encode() for s in block])
+    for _ in range(3):
+        mask = rng.random(len(expected)) < 0.7
+        texts.keep(mask)
+        expected = [s for s, m in zip(expected, mask) if m]
+        assert len(texts) == len(expected)
+    assert list(texts.drain()) == expected and len(texts) == 0

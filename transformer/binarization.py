@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 from tqdm import tqdm
 
+from transformer.allocator import release_free_memory
 from transformer.cleaning import CleaningReport, keep_mask, token_flags
 from transformer.files import atomic_write_text
 from transformer.noise import noised_batch
@@ -96,6 +97,8 @@ def binarize(
                     srcs = noised_batch({"src": srcs}, rows.tolist(), noise)["src"]
                 parts.append(encoder.encode(srcs, tgts))
             _write(out, shard, parts, encoder, limits)
+            del parts
+            release_free_memory()  # a shard's arrays differ in size from the next's: no heap grows shard by shard
     return token_report(out)
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from omegaconf import OmegaConf
 
+from transformer.allocator import release_free_memory
 from transformer.binarization import Encoder, binarize, token_report
 from transformer.cleaning import CleaningReport
 from transformer.config import DataConfig
@@ -324,8 +325,9 @@ def _tokenizer(cfg: DataConfig, sample: Sample | None, tags: list[str], work: Pa
     corpus), saved in `work`; the one saved there by an earlier run when `sample` is None."""
     if sample is None:
         return Tokenizer.load(work)
-    log.info("training SentencePiece on %s pairs", f"{min(sample.k, len(sample.src)):,}")
+    log.info("training SentencePiece on %s pairs", f"{min(sample.k, len(sample)):,}")
     tokenizer = _train_tokenizer(cfg, sample, tags)
+    release_free_memory()  # what SentencePiece's training took is no part of the stages after it
     _log_vocabulary(cfg, tokenizer)
     _save_tokenizer(tokenizer, work)
     return tokenizer

@@ -2,11 +2,12 @@
 
 Each shard of pairs leaves, in the corpus's work folder, its pairs' 64-bit fingerprints and text flags
 (`screen-NNNNN.npz`) and which of its pairs are in SentencePiece's sample so far (`sample-NNNNN.npz`: their keys and
-rows, never their text). The sample is a bottom-k sample held in memory: the pairs with the k lowest keys, a key
-being a mix of the fingerprint, so equal pairs are one candidate and the sample does not depend on the sharding. A
-kill loses at most the shard in flight; `Screen.run` run again reads past the finished shards, picking up their
-sampled pairs' text on the way, and goes on. Once every shard is screened, `Screen.keep` finds each corpus's repeats
-(the first of equal pairs stays) a slice of fingerprints at a time and writes which pairs the text rules keep.
+rows, never their text). The sample is a bottom-k sample held in memory, its text as UTF-8 blocks: the pairs with
+the k lowest keys, a key being a mix of the fingerprint, so equal pairs are one candidate and the sample does not
+depend on the sharding. A kill loses at most the shard in flight; `Screen.run` run again reads past the finished
+shards, offering the sample again the pairs each held when it was finished, and goes on. Once every shard is
+screened, `Screen.keep` finds each corpus's repeats (the first of equal pairs stays) a slice of fingerprints at a time
+and writes which pairs the text rules keep.
 """
 
 import json
@@ -26,12 +27,13 @@ from transformer.files import atomic_write_text
 from transformer.sources.base import PairReader
 
 CHUNK = 20_000  # pairs read and flagged at a time
-SLICE = 4_000_000  # fingerprints sorted at a time when finding repeats
+SLICE = 1_000_000  # fingerprints sorted at a time when finding repeats
 
 
-def fingerprints(srcs: list[str], tgts: list[str]) -> np.ndarray:
-    """A 64-bit fingerprint per pair: CRC-32 of the source, then of the target (equal pairs, equal fingerprints)."""
-    src, tgt = (np.fromiter(map(zlib.crc32, map(str.encode, side)), np.uint64, len(side)) for side in (srcs, tgts))
+def fingerprints(srcs: list[bytes], tgts: list[bytes]) -> np.ndarray:
+    """A 64-bit fingerprint per pair of UTF-8 sides: CRC-32 of the source, then of the target (equal pairs, equal
+    fingerprints)."""
+    src, tgt = (np.fromiter(map(zlib.crc32, side), np.uint64, len(side)) for side in (srcs, tgts))
     return (src << np.uint64(32)) | tgt
 
 
@@ -49,25 +51,64 @@ def sample_size(input_sentence_size: int, joint: bool) -> int:
     return max(1, (input_sentence_size + 1) // 2) if joint else input_sentence_size
 
 
+class Texts:
+    """One side of the sample's pairs as UTF-8, a block per offer with where each sentence ends: a few bytes over the
+    text per pair, where a Python string costs 50-75 more and fragments the heap as pairs come and go."""
+
+    def __init__(self):
+        self.blocks: list[tuple[np.ndarray, np.ndarray]] = []  # (bytes as uint8, each sentence's end)
+
+    def __len__(self) -> int:
+        return sum(len(ends) for _, ends in self.blocks)
+
+    def add(self, sentences: list[bytes]) -> None:
+        """A block of sentences (UTF-8)."""
+        ends = np.cumsum(np.fromiter(map(len, sentences), np.int64, len(sentences)))
+        self.blocks.append((np.frombuffer(b"".join(sentences), np.uint8), ends))
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the sentences where `mask` (a bool per sentence, in order) holds, block by block in place: the
+        memory never holds a second copy of the text."""
+        start = 0
+        for i, (data, ends) in enumerate(self.blocks):
+            mine, start = mask[start : start + len(ends)], start + len(ends)
+            if not mine.all():
+                lengths = np.diff(ends, prepend=0)
+                self.blocks[i] = data[np.repeat(mine, lengths)], np.cumsum(lengths[mine])
+        self.blocks = [block for block in self.blocks if len(block[1])]
+
+    def drain(self) -> Iterator[str]:
+        """The sentences in order, each block let go once read (SentencePiece copies what it reads)."""
+        while self.blocks:
+            data, ends = self.blocks.pop(0)
+            text, start = data.tobytes(), 0
+            del data
+            for end in ends.tolist():
+                yield text[start:end].decode()
+                start = end
+
+
 class Sample:
     """SentencePiece's sample of every training corpus: the `k` pairs with the lowest keys offered so far, each key
-    once, with where each lies (corpus, row). Keys and places are arrays; only the candidates' text is Python's."""
+    once, with where each lies (corpus, row). Keys and places are arrays, the text of each side one `Texts`."""
 
     def __init__(self, k: int):
         self.k, self.threshold = k, np.uint64(2**64 - 1)
         self.keys, self.corpus, self.rows = np.zeros(0, np.uint64), np.zeros(0, np.int16), np.zeros(0, np.int64)
         self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # offered since the last `gather`
-        self.src: list[str | None] = []
-        self.tgt: list[str | None] = []
+        self.src, self.tgt = Texts(), Texts()
 
-    def offer(self, keys: np.ndarray, srcs: list, tgts: list, corpus: int, rows: np.ndarray) -> None:
-        """Take the pairs whose key is below the threshold (keys, texts and rows aligned)."""
+    def __len__(self) -> int:
+        return len(self.keys) + sum(len(keys) for keys, _, _ in self.parts)
+
+    def offer(self, keys: np.ndarray, srcs: list[bytes], tgts: list[bytes], corpus: int, rows: np.ndarray) -> None:
+        """Take the pairs whose key is below the threshold (keys, UTF-8 sides and rows aligned)."""
         take = np.flatnonzero(keys < self.threshold)
         if len(take):
             self.parts.append((keys[take], np.full(len(take), corpus, np.int16), rows[take]))
-            self.src += [srcs[i] for i in take]
-            self.tgt += [tgts[i] for i in take]
-        if len(self.src) > self.k + self.k // 4:
+            self.src.add([srcs[i] for i in take])
+            self.tgt.add([tgts[i] for i in take])
+        if len(self) > self.k + self.k // 8:
             self.prune()
 
     def gather(self) -> None:
@@ -84,10 +125,11 @@ class Sample:
         self.gather()
         order = np.argsort(self.keys, kind="stable")
         _, first = np.unique(self.keys[order], return_index=True)
-        kept = np.sort(order[first][: self.k])
+        kept = np.zeros(len(self.keys), dtype=bool)
+        kept[order[first][: self.k]] = True
         self.keys, self.corpus, self.rows = self.keys[kept], self.corpus[kept], self.rows[kept]
-        self.src, self.tgt = [self.src[i] for i in kept], [self.tgt[i] for i in kept]
-        if len(kept) == self.k:
+        self.src.keep(kept), self.tgt.keep(kept)
+        if len(self.keys) == self.k:
             self.threshold = self.keys.max()
 
     def rows_of(self, corpus: int, rows: np.ndarray) -> np.ndarray:
@@ -95,23 +137,10 @@ class Sample:
         self.gather()
         return rows[np.isin(rows, self.rows[self.corpus == corpus])]
 
-    def fill(self, corpus: int, texts: dict[int, tuple[str, str]]) -> None:
-        """Put the text of `corpus`'s sampled rows (read again after a restart) in place."""
-        self.gather()
-        for i in np.flatnonzero(self.corpus == corpus):
-            if int(self.rows[i]) in texts:
-                self.src[i], self.tgt[i] = texts[int(self.rows[i])]
-
     def drained(self) -> tuple[Iterator[str], Iterator[str]]:
-        """The sampled sources and targets, each let go once it is read (SentencePiece copies what it reads)."""
+        """The sampled sources and targets, each block let go once it is read."""
         self.prune()
-        return _drain(self.src), _drain(self.tgt)
-
-
-def _drain(items: list) -> Iterator:
-    for i in range(len(items)):
-        item, items[i] = items[i], None
-        yield item
+        return self.src.drain(), self.tgt.drain()
 
 
 @dataclass
@@ -155,24 +184,24 @@ class Screen:
 
     def _reread(self, pairs, shards: int | None, sample: Sample | None, bar) -> None:
         """Read the first `shards` finished shards again (all of them when None), offering `sample` the pairs they
-        sampled; without a sample, only the first `shards` shards are skipped (none when all are finished)."""
+        held when each was finished, a superset of those it would hold now; without a sample, only the first `shards`
+        shards are skipped (none when all are finished)."""
         paths = sorted(self.folder.glob("sample-*.npz"))[:shards]
         if sample is None:
             bar.update(pairs.skip((shards or 0) * self.shard_pairs))
             return
         stored = [np.load(path) for path in paths]
-        for part in stored:
-            sample.offer(
-                part["keys"], [None] * len(part["keys"]), [None] * len(part["keys"]), self.corpus, part["rows"]
-            )
-        wanted = set(sample.rows_of(self.corpus, np.concatenate([np.zeros(0, np.int64), *(p["rows"] for p in stored)])))
-        texts, read, finished = {}, 0, len(paths) * self.shard_pairs
+        keys, rows = (
+            np.concatenate([np.zeros(0, dtype), *(p[name] for p in stored)])
+            for name, dtype in (("keys", np.uint64), ("rows", np.int64))
+        )  # rows ascending: shard after shard
+        read, finished = 0, len(paths) * self.shard_pairs
         while read < finished and (chunk := pairs.take(min(CHUNK, finished - read)))[0]:
-            for row in wanted.intersection(range(read, read + len(chunk[0]))):
-                texts[row] = chunk[0][row - read], chunk[1][row - read]
+            mine = slice(*np.searchsorted(rows, [read, read + len(chunk[0])]))
+            picked = [[side[row - read].encode() for row in rows[mine].tolist()] for side in chunk]
+            sample.offer(keys[mine], *picked, self.corpus, rows[mine])
             read += len(chunk[0])
         bar.update(read)
-        sample.fill(self.corpus, texts)
 
     def _shard(self, pairs, shard: int, evals: tuple[set, set], sample: Sample | None, bar) -> int:
         """Screen up to `shard_pairs` pairs into shard `shard`; returns the pairs read."""
@@ -183,7 +212,8 @@ class Screen:
             srcs, tgts = pairs.take(min(CHUNK, self.shard_pairs - n))
             if not srcs:
                 break
-            d = fingerprints(srcs, tgts)
+            encoded = [list(map(str.encode, side)) for side in (srcs, tgts)]
+            d = fingerprints(*encoded)
             eq = np.fromiter(map(operator.eq, srcs, tgts), dtype=bool, count=len(srcs))
             ov = np.fromiter(map(eval_src.__contains__, srcs), dtype=bool, count=len(srcs))
             ov |= np.fromiter(map(eval_tgt.__contains__, tgts), dtype=bool, count=len(srcs))
@@ -191,7 +221,7 @@ class Screen:
             if sample is not None:
                 rows, keys = np.arange(first + n, first + n + len(srcs)), sample_keys(d)
                 eligible = ~eq & ~ov
-                picked = [list(compress(side, eligible)) for side in (srcs, tgts)]
+                picked = [list(compress(side, eligible)) for side in encoded]
                 sample.offer(keys[eligible], *picked, self.corpus, rows[eligible])
                 sampled.append((keys[eligible], rows[eligible]))
             bar.update(len(srcs))
