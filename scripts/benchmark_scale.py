@@ -7,7 +7,8 @@ quality), then, one after the other and alone:
 - the limit: SentencePiece trained on the same sample size, plus both sides encoded in chunks with its own threads
   (`encode(..., num_threads=cores)`), reading the files included;
 - `transformer-prepare` as a process: wall clock, peak anonymous memory (`RssAnon`, summed over the process tree;
-  SentencePiece's training stage apart, and the screening pass's alone), peak and final disk of the prepared folder;
+  SentencePiece's training stage apart, and the screening and tokenizing passes' alone), peak and final disk of the
+  prepared folder;
 - the epoch start (the batch order, padding and pairs per corpus; the median of three epochs, each built once the
   last is dropped, as the trainer does, and the first apart), the batch loader alone on one core (tokens/s over
   2,000 batches: cold, its files put out of the page cache first, then the same batches again, warm), and a real
@@ -228,7 +229,12 @@ def measure(pairs: int, work: Path, env: dict, sample: int, corpora: Path) -> di
         with gzip.open(full, "rt") as f:
             path.write_text("".join(next(f) for _ in range(1000)))
     data[4:6] = [f"data.val.src={val[0]}", f"data.val.tgt={val[1]}"]
-    stages = {"screening ": "screening", "training SentencePiece": "sentencepiece", "SentencePiece bpe": "other"}
+    stages = {
+        "screening ": "screening",
+        "training SentencePiece": "sentencepiece",
+        "SentencePiece bpe": "other",
+        "tokenizing ": "tokenizing",
+    }
     seconds, watch, _ = run([str(BIN / "transformer-prepare"), *data], env, prepared, stages)
     (folder,) = [p for p in prepared.iterdir() if p.is_dir() and not p.name.startswith(".")]
     meta = json.loads((folder / "meta.json").read_text())
@@ -242,6 +248,7 @@ def measure(pairs: int, work: Path, env: dict, sample: int, corpora: Path) -> di
         us_per_pair_beyond_spm_train=round((seconds - spm_train) / pairs * 1e6, 1),
         peak_anon_gib=round(max(v for k, v in watch.anon.items() if k != "sentencepiece") / 2**30, 2),
         screening_anon_gib=round(watch.anon.get("screening", 0) / 2**30, 2),
+        tokenizing_anon_gib=round(watch.anon.get("tokenizing", 0) / 2**30, 2),
         spm_train_anon_gib=round(watch.anon.get("sentencepiece", 0) / 2**30, 2),
         disk_peak_gib=round(watch.disk / 2**30, 2),
         disk_final_gib=round(final / 2**30, 2),
