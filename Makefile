@@ -1,4 +1,5 @@
-# make test   - set up .venv (with the serve extra and Debian's chromium) and run the test suite
+# make test   - set up .venv (with the serve extra and Debian's chromium), check style and the package's layers
+#              (ruff, import-linter's contracts in pyproject.toml) and run the test suite
 # make train  - set up .venv and train the default model (Multi30k fr->en, small, CPU, <= 60 min)
 # make train-bt / train-st - the back-translation (fr->en) / self-training (en->fr) recipe, resumable
 #              (transformer-recipe; ARGS takes its settings, e.g. finals=1 'overrides=["optim.lr=1e-3"]')
@@ -43,11 +44,13 @@ browser:
 # that time themselves alone.
 test: test-setup browser
 	$(BIN)/ruff check transformer scripts tests
+	$(BIN)/lint-imports --no-cache
 	OMP_NUM_THREADS=1 $(BIN)/pytest -n logical --dist loadfile -m "not serial" --durations=15
 	$(BIN)/pytest -m serial
 
-lint: setup
+lint: test-setup
 	$(BIN)/ruff check transformer scripts tests
+	$(BIN)/lint-imports --no-cache
 
 tcmalloc:
 	@ls $(TCMALLOC_LIBS) >/dev/null 2>&1 || ($(SUDO) apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 \

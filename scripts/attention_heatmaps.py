@@ -13,11 +13,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from transformer.attention import VARIANTS, usable
-from transformer.checkpoint import load_checkpoint
-from transformer.config import AttentionConfig
-from transformer.model import Transformer
-from transformer.plotting import heatmap
+from transformer.core.config import AttentionConfig
+from transformer.decoding.heatmaps import heatmap
+from transformer.models.attention import VARIANTS, usable
+from transformer.models.transformer import Transformer
+from transformer.runs.checkpoint import load_checkpoint
 
 KNOBS = dict(window=6, stride=8, bucket_size=8, n_hashes=2, rank=16)
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-ROWS = {  # label -> overrides; every variant in every use it can serve (transformer/attention/)
+ROWS = {  # label -> overrides; every variant in every use it can serve (transformer/models/attention/)
     "dot": [],
     "encoder additive": ["model.attention.encoder=additive"],
     "encoder local w=16": ["model.attention.encoder=local", "model.attention.window=16"],

@@ -32,10 +32,10 @@ import time
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from transformer.attention import VARIANTS, build_attention, usable
-from transformer.attention.masks import attention_reference
-from transformer.cache import DecoderCache
-from transformer.config import AttentionConfig
+from transformer.core.config import AttentionConfig
+from transformer.models.attention import VARIANTS, build_attention, usable
+from transformer.models.attention.masks import attention_reference
+from transformer.models.decoder_cache import DecoderCache
 
 D_MODEL, HEADS, BATCH = 256, 4, 4
 TEXTBOOK = "dot-materialized"  # `dot` through SDPA's math kernel: the T×T weights stored, as the formula reads

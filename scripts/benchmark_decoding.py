@@ -58,7 +58,6 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
-from transformer import presets
 from transformer.bench.engines import (
     DTYPES,
     Case,
@@ -72,17 +71,19 @@ from transformer.bench.engines import (
     ct2_compute_types,
     ours,
 )
+from transformer.bench.marian_reference import SIZES, model_config
 from transformer.bench.timing import ISA, add_workload_arguments, cpu_description, measure
 from transformer.cli.export import check_exportable
-from transformer.config import InferencePrecision, ModelConfig, choices
-from transformer.errors import UserError
+from transformer.compute.auto import resolve
+from transformer.compute.hardware import native_bf16
+from transformer.core import presets
+from transformer.core.config import InferencePrecision, ModelConfig, choices
+from transformer.core.errors import UserError
+from transformer.core.precision import AUTO, TRANSLATED_IN
+from transformer.data.sources.streams import read_lines
 from transformer.fast_inference import inference_copy
 from transformer.fast_inference.kernels import cpu_isa, runs
-from transformer.hardware import native_bf16
-from transformer.loading import load
-from transformer.marian_reference import SIZES, model_config
-from transformer.precision import AUTO, TRANSLATED_IN, resolve
-from transformer.sources.streams import read_lines
+from transformer.runs.loading import load
 
 PRECISIONS = ("fp32", "bf16", "int8")
 QUICK = dict(size=["small"], batch=[4, 1], src_len=6, out_len=4, vocab=64, rounds=1, latency_sentences=2)

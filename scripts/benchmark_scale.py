@@ -167,8 +167,8 @@ LOADER = """
 import json, os, sys, time
 from pathlib import Path
 import torch
-from transformer import batching
-from transformer.data import PreparedData
+from transformer.data import batching
+from transformer.data.preparation import PreparedData
 torch.set_num_threads(1)
 folder = Path(sys.argv[1])
 for path in folder.rglob("*.arrow"):  # out of the page cache: the first pass reads the disk

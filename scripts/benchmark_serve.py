@@ -30,7 +30,6 @@ from pathlib import Path
 import httpx
 import torch
 
-from transformer import presets
 from transformer.bench.serving import (
     DEFAULT_FILE,
     RawClient,
@@ -40,10 +39,11 @@ from transformer.bench.serving import (
     read_sentences,
     start_server,
 )
-from transformer.checkpoint import load_checkpoint
-from transformer.config import DecodingConfig
-from transformer.precision import TRANSLATED_IN
-from transformer.translator import Translator
+from transformer.core import presets
+from transformer.core.config import DecodingConfig
+from transformer.core.precision import TRANSLATED_IN
+from transformer.decoding.translator import Translator
+from transformer.runs.checkpoint import load_checkpoint
 
 
 def offline(checkpoint: str, sentences: list[str], decoding: DecodingConfig, rounds: int) -> dict:

@@ -17,9 +17,9 @@ from collections.abc import Callable
 import torch
 
 from transformer.bench.serving import DEFAULT_FILE, read_sentences
-from transformer.checkpoint import load_checkpoint
-from transformer.config import DecodingConfig
-from transformer.translator import Translator
+from transformer.core.config import DecodingConfig
+from transformer.decoding.translator import Translator
+from transformer.runs.checkpoint import load_checkpoint
 
 
 def layer_norm_us(reps: int = 5000) -> str:

@@ -1,7 +1,7 @@
 """SentencePiece encode and decode time by batch size: one list call (its thread pool) against one call per sentence.
 
 SentencePiece's list API starts a pool of threads on every call; for a few sentences that costs far more than
-the work. `Tokenizer` calls it sentence by sentence below `transformer.tokenizer.POOL_FROM` sentences; this script
+the work. `Tokenizer` calls it sentence by sentence below `transformer.data.tokenizer.POOL_FROM` sentences; this script
 measures where the pool starts to pay on your machine (best of `--repeats` calls each).
 
     python scripts/benchmark_tokenizer.py --checkpoint outputs/RUN_DIR
@@ -12,8 +12,8 @@ import time
 from functools import partial
 from pathlib import Path
 
-from transformer.checkpoint import load_checkpoint
-from transformer.sources import decode_line, raw_lines
+from transformer.data.sources import decode_line, raw_lines
+from transformer.runs.checkpoint import load_checkpoint
 
 DEFAULT_FILE = "/work/shared/data/multi30k/train.fr.gz"
 

@@ -21,13 +21,13 @@ from collections.abc import Callable
 
 import torch
 
-from transformer.batching import collate
+from transformer.bench.marian_reference import SIZES, marian, marian_loss, model_config
 from transformer.bench.timing import operator_table
-from transformer.loss import loss_sum
-from transformer.marian_reference import SIZES, marian, marian_loss, model_config
-from transformer.model import Transformer
-from transformer.precision import resolve
-from transformer.runtime import autocast
+from transformer.compute.auto import resolve
+from transformer.compute.runtime import autocast
+from transformer.data.batching import collate
+from transformer.models.transformer import Transformer
+from transformer.training.loss import loss_sum
 
 
 def random_batch(sentences: int, length: int, vocab: int):

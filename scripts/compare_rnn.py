@@ -31,12 +31,12 @@ import torch
 from omegaconf import OmegaConf
 
 from transformer.bench.curves import plot, read_scalars
-from transformer.checkpoint import load_checkpoint
-from transformer.config import DecodingConfig
-from transformer.corpus import fetch
-from transformer.plotting import attention_matrix, attention_tokens, draw_heatmap, save_figure
-from transformer.run_folder import RunFolder
-from transformer.translator import Translator
+from transformer.core.config import DecodingConfig
+from transformer.data.corpus import fetch
+from transformer.decoding.heatmaps import attention_matrix, attention_tokens, draw_heatmap, save_figure
+from transformer.decoding.translator import Translator
+from transformer.runs.checkpoint import load_checkpoint
+from transformer.runs.run_folder import RunFolder
 
 BIN = Path(sys.executable).parent
 MODELS = {"transformer": ["model=small"], "rnn": ["model=rnn"]}

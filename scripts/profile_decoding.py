@@ -27,13 +27,13 @@ from pathlib import Path
 import torch
 
 from transformer.bench.engines import decoding
+from transformer.bench.marian_reference import SIZES, model_config
 from transformer.bench.timing import operator_table
-from transformer.config import InferencePrecision, choices
+from transformer.core.config import InferencePrecision, choices
+from transformer.data.sources.streams import read_lines
 from transformer.decoding import SearchOptions, search
 from transformer.fast_inference import inference_copy
-from transformer.marian_reference import SIZES, model_config
-from transformer.model import Transformer
-from transformer.sources.streams import read_lines
+from transformer.models.transformer import Transformer
 
 
 def python_table(run, top: int) -> None:
@@ -65,7 +65,7 @@ def synthetic(args: argparse.Namespace) -> tuple[Callable[[], object], str]:
 def real(args: argparse.Namespace) -> tuple[Callable[[], object], str]:
     """`transformer-translate`'s work: the checkpoint translating the first `--limit` sentences, and its
     description."""
-    from transformer.loading import load
+    from transformer.runs.loading import load
 
     sentences = list(read_lines(Path(args.sentences)))[: args.limit]
     cfg = decoding(args.strategy, args.batch, args.precision)  # as benchmark_decoding.py's real mode

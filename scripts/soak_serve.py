@@ -37,7 +37,7 @@ from transformer.bench.serving import (  # noqa: E402
     read_sentences,
     start_server,
 )
-from transformer.files import atomic_write, atomic_write_text  # noqa: E402
+from transformer.core.files import atomic_write, atomic_write_text  # noqa: E402
 
 
 @dataclass

@@ -20,12 +20,12 @@ import sacrebleu
 import torch
 from tqdm import tqdm
 
-from transformer.batching import TrainBatches, pad
-from transformer.data import PreparedData
-from transformer.files import atomic_write_text
-from transformer.marian_reference import marian, marian_loss
-from transformer.optim import inverse_sqrt
-from transformer.tokenizer import EOS_ID, PAD_ID
+from transformer.bench.marian_reference import marian, marian_loss
+from transformer.core.files import atomic_write_text
+from transformer.core.special_ids import EOS_ID, PAD_ID
+from transformer.data.batching import TrainBatches, pad
+from transformer.data.preparation import PreparedData
+from transformer.training.optim import inverse_sqrt
 
 
 def train(model, data: TrainBatches, args: argparse.Namespace) -> int:

@@ -13,12 +13,12 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from transformer.bench.tiny import WORDS_EN, WORDS_FR  # noqa: F401 (the tests import them from here)
-from transformer.checkpoint import save_checkpoint
 from transformer.cli import CONFIG_PATH
-from transformer.data import PreparedData, prepare
-from transformer.factory import build_model
-from transformer.loss import loss_sum
-from transformer.model import Transformer
+from transformer.data.preparation import PreparedData, prepare
+from transformer.models.factory import build_model
+from transformer.models.transformer import Transformer
+from transformer.runs.checkpoint import save_checkpoint
+from transformer.training.loss import loss_sum
 
 
 def tiny_model(seed: int = 0, vocab: int = 40, dropout: float = 0.0, **kwargs) -> Transformer:

@@ -61,7 +61,7 @@ def defines(file: Path, name: str) -> bool:
 
 def config_key(dotted: str) -> bool:
     """Whether `dotted` is a setting (`data.shared_dir`): a section of config.py's schemas and a field in it."""
-    config = (PACKAGE / "config.py").read_text()
+    config = (PACKAGE / "core" / "config.py").read_text()
     sections = set(re.findall(r"^\s+(\w+):\s*\w+Config\b", config, re.M))
     section, _, key = dotted.partition(".")
     return section in sections and re.search(rf"^\s+{key.split('.')[-1]}:", config, re.M) is not None
@@ -113,12 +113,12 @@ def test_bullet_names_real_places(title):
 def test_checker_finds_what_is_wrong():
     bullet = (
         "- **x**: `transformer/no_such_file.py`, `config.NoSuchThing`, `decoding.search`, "
-        "`Strategy` (`transformer/config.py`), `NotThere` in `transformer/config.py`, `data.shared_dir`, "
+        "`Strategy` (`transformer/core/config.py`), `NotThere` in `transformer/core/config.py`, `data.shared_dir`, "
         "`sources.streams`, `sources.no_stream`"
     )
     assert problems(bullet) == [
         "no file transformer/no_such_file.py",
-        "config.NoSuchThing: NoSuchThing is not defined in transformer/config.py",
-        "sources.no_stream: no_stream is not defined in transformer/sources/__init__.py",
-        "NotThere is not defined in transformer/config.py",
+        "config.NoSuchThing: NoSuchThing is not defined in transformer/core/config.py",
+        "sources.no_stream: no_stream is not defined in transformer/data/sources/__init__.py",
+        "NotThere is not defined in transformer/core/config.py",
     ]

@@ -9,8 +9,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
-from transformer.files import atomic_write  # noqa: E402
-from transformer.run_folder import RunFolder  # noqa: E402
+from transformer.core.files import atomic_write  # noqa: E402
+from transformer.runs.run_folder import RunFolder  # noqa: E402
 
 PANELS = [("train/loss", "train loss (label-smoothed)"), ("val/loss", "val loss"), ("val/bleu", "val BLEU")]
 

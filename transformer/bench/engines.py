@@ -17,13 +17,13 @@ from typing import NamedTuple
 
 import torch
 
-from transformer import presets
-from transformer.config import DecodingConfig
+from transformer.bench.marian_reference import marian, model_config
+from transformer.core import presets
+from transformer.core.config import DecodingConfig
+from transformer.core.special_ids import BOS_ID, PAD_ID
 from transformer.decoding import beam_search, greedy_decode
 from transformer.fast_inference import inference_copy
-from transformer.marian_reference import marian, model_config
-from transformer.model import Transformer
-from transformer.tokenizer import BOS_ID, PAD_ID
+from transformer.models.transformer import Transformer
 
 BEAM = 5
 PLAIN_COMPUTE_TYPES = ("float32", "bfloat16", "float16", "int16", "int8")  # CTranslate2's, not mixed (int8_float32)
@@ -73,7 +73,7 @@ class Trained:
     """A checkpoint of the real mode: its label (the table's size), file, CTranslate2 export and output limit."""
 
     label: str
-    path: str  # the checkpoint file `transformer.loading.load` found
+    path: str  # the checkpoint file `transformer.runs.loading.load` found
     export: str  # its `transformer-export format=ctranslate2` folder ("": CTranslate2 is not installed)
     max_positions: int
 
@@ -256,7 +256,7 @@ def decoding(strategy: str, batch: int, precision: str) -> DecodingConfig:
 
 @functools.cache
 def _loaded(path: str):
-    from transformer.loading import load
+    from transformer.runs.loading import load
 
     return load(path, device="cpu")
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from transformer.checkpoint import save_checkpoint
-from transformer.config import ModelConfig, RNNConfig, TokenizerConfig
-from transformer.factory import build_model
-from transformer.tokenizer import Tokenizer, train_sentencepiece
+from transformer.core.config import ModelConfig, RNNConfig, TokenizerConfig
+from transformer.data.tokenizer import Tokenizer, train_sentencepiece
+from transformer.models.factory import build_model
+from transformer.runs.checkpoint import save_checkpoint
 
 WORDS_FR = ["un", "chien", "chat", "homme", "femme", "court", "mange", "dort", "rouge", "bleu", "dans", "le", "parc"]
 WORDS_EN = ["a", "dog", "cat", "man", "woman", "runs", "eats", "sleeps", "red", "blue", "in", "the", "park"]

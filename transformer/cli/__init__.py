@@ -1,7 +1,7 @@
 """What the console scripts share: the config location, override checking and one-line user errors.
 
 The console scripts import torch, datasets and what needs them inside `main`, after the settings were checked, so
-that `--help` and a mistaken setting answer without them (seconds sooner; tests/test_entry_points.py keeps it so).
+that `--help` and a mistaken setting answer without them (seconds sooner; tests/cli/test_entry_points.py keeps it so).
 """
 
 import contextlib
@@ -18,9 +18,9 @@ from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from transformer import config, presets
-from transformer.config_checks import check_config
-from transformer.errors import UserError
+from transformer.cli.checks import check_config
+from transformer.core import config, presets
+from transformer.core.errors import UserError
 
 CONFIG_PATH = presets.CONFIG_DIR
 

@@ -5,9 +5,9 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import AverageConfig
-from transformer.errors import UserError
-from transformer.run_folder import RunFolder
+from transformer.core.config import AverageConfig
+from transformer.core.errors import UserError
+from transformer.runs.run_folder import RunFolder
 
 
 def output_path(cfg: DictConfig) -> Path:
@@ -22,7 +22,7 @@ def output_path(cfg: DictConfig) -> Path:
 
 @hydra_app("average", AverageConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.averaging import average, candidates, select  # torch: see transformer.cli
+    from transformer.runs.averaging import average, candidates, select  # torch: see transformer.cli
 
     with user_errors():
         files = select(candidates(list(cfg.checkpoints)), cfg.last, cfg.best)

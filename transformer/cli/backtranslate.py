@@ -1,6 +1,6 @@
 """`transformer-backtranslate`: monolingual text through a reverse model into a synthetic parallel corpus.
 
-See `transformer.backtranslation` for the output folder and how an interrupted run continues; docs/data.md.
+See `transformer.recipe.backtranslation` for the output folder and how an interrupted run continues; docs/data.md.
 """
 
 import functools
@@ -11,14 +11,14 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer import backtranslation
-from transformer.chunks import show_progress, translate_in_chunks
 from transformer.cli import hydra_app, user_errors
-from transformer.config import BacktranslateConfig
-from transformer.corpus import evaluation_splits, fetch
-from transformer.errors import UserError
-from transformer.locks import lock_run_dir
-from transformer.sources import build_source, given, read_lines, source_config
+from transformer.core.config import BacktranslateConfig
+from transformer.core.errors import UserError
+from transformer.core.locks import lock_run_dir
+from transformer.data.corpus import evaluation_splits, fetch
+from transformer.data.sources import build_source, given, read_lines, source_config
+from transformer.decoding.chunks import show_progress, translate_in_chunks
+from transformer.recipe import backtranslation
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def job_record(cfg: DictConfig, loaded, models: list[str], inputs: list[str]) ->
 
 @hydra_app("backtranslate", BacktranslateConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.loading import checkpoint_paths, load  # torch: see transformer.cli
+    from transformer.runs.loading import checkpoint_paths, load  # torch: see transformer.cli
 
     with user_errors():
         if cfg.decoding.n_best != 1:

@@ -8,12 +8,12 @@ import sacrebleu
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import DecodingConfig, EvaluateConfig
-from transformer.corpus import fetch, text_source
-from transformer.decoding.strategies import STRATEGIES
-from transformer.errors import UserError
-from transformer.files import atomic_write_text
-from transformer.sources import Source, build_source, given, source_config
+from transformer.core.config import DecodingConfig, EvaluateConfig
+from transformer.core.errors import UserError
+from transformer.core.files import atomic_write_text
+from transformer.core.strategies import STRATEGIES
+from transformer.data.corpus import fetch, text_source
+from transformer.data.sources import Source, build_source, given, source_config
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def evaluation_source(cfg: DictConfig, data_cfg: DictConfig) -> tuple[str, Sourc
 
 @hydra_app("evaluate", EvaluateConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.loading import load  # torch: see transformer.cli
+    from transformer.runs.loading import load  # torch: see transformer.cli
 
     with user_errors():
         if cfg.output and Path(cfg.output).is_dir():

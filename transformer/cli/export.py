@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import ExportConfig, ExportFormat, Quantization, choices
-from transformer.errors import UserError
-from transformer.files import folder_beside
-from transformer.precision import FLOAT32_WEIGHTS
+from transformer.core.config import ExportConfig, ExportFormat, Quantization, choices
+from transformer.core.errors import UserError
+from transformer.core.files import folder_beside
+from transformer.core.precision import FLOAT32_WEIGHTS
 
 if TYPE_CHECKING:
-    from transformer.checkpoint import Checkpoint
+    from transformer.runs.checkpoint import Checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def export(ckpt: Checkpoint, fmt: str, output: Path, quantization: str = "none",
 
 @hydra_app("export", ExportConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.loading import load  # torch: see transformer.cli
+    from transformer.runs.loading import load  # torch: see transformer.cli
 
     with user_errors():
         output = check_export(cfg)

@@ -3,12 +3,12 @@
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import PrepareConfig
+from transformer.core.config import PrepareConfig
 
 
 @hydra_app("prepare", PrepareConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.data import prepare  # pyarrow, SentencePiece: see transformer.cli
+    from transformer.data.preparation import prepare  # pyarrow, SentencePiece: see transformer.cli
 
     with user_errors():
         prepared = prepare(cfg.data)

@@ -6,7 +6,7 @@ See `transformer.recipe` for the stages and `transformer.recipe.run` for how a r
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import RecipeConfig
+from transformer.core.config import RecipeConfig
 
 
 @hydra_app("recipe", RecipeConfig)

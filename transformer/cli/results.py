@@ -5,15 +5,15 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import ResultsConfig
-from transformer.errors import UserError
-from transformer.files import atomic_write_text
+from transformer.core.config import ResultsConfig
+from transformer.core.errors import UserError
+from transformer.core.files import atomic_write_text
 
 
 @hydra_app("results", ResultsConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.loading import checkpoint_paths, load  # torch: see transformer.cli
-    from transformer.results import Report, decoding, test_sets, val_sets
+    from transformer.runs.loading import checkpoint_paths, load  # torch: see transformer.cli
+    from transformer.runs.results_table import Report, decoding, test_sets, val_sets
 
     with user_errors():
         if not cfg.checkpoints or not cfg.decodings or cfg.samples < 0:

@@ -8,8 +8,8 @@ import threading
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import ServeConfig
-from transformer.errors import UserError
+from transformer.core.config import ServeConfig
+from transformer.core.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ ONEDNN_KERNELS_KEPT = "8"
 def main(cfg: DictConfig) -> None:
     import torch  # torch and what needs it: see transformer.cli
 
-    from transformer.loading import load
+    from transformer.runs.loading import load
 
     with user_errors():
         try:

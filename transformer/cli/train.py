@@ -7,10 +7,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from transformer.cli import hydra_app, user_errors
-from transformer.config import TrainConfig
-from transformer.corpus import evaluation_splits
-from transformer.locks import lock_run_dir
-from transformer.run_folder import RunFolder
+from transformer.core.config import TrainConfig
+from transformer.core.locks import lock_run_dir
+from transformer.data.corpus import evaluation_splits
+from transformer.runs.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ other lines are translated, and the command then exits with status 2. With
 split_sentences=true each line is split into sentences (a paragraph per line), which
 are translated and joined back on one line.
 
-The input is read, translated and written `chunk_lines` lines at a time (`transformer.chunks`): each chunk's
+The input is read, translated and written `chunk_lines` lines at a time (`transformer.decoding.chunks`): each chunk's
 translations are printed and flushed when it is done, so a pipe sees them before the input ends, and memory does
 not grow with the number of lines. With output=FILE the finished chunks wait beside FILE (`.FILE.chunks/`) and
 FILE is written whole after the last; a killed run started again continues after its last finished chunk.
@@ -28,7 +28,11 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from transformer.chunks import (
+from transformer.cli import hydra_app, user_errors
+from transformer.core.config import TranslateConfig
+from transformer.core.errors import UserError
+from transformer.data.sources import count_lines, decode_line, raw_lines
+from transformer.decoding.chunks import (
     Chunk,
     ChunkedFile,
     StreamSink,
@@ -37,17 +41,13 @@ from transformer.chunks import (
     show_progress,
     translate_in_chunks,
 )
-from transformer.cli import hydra_app, user_errors
-from transformer.config import TranslateConfig
-from transformer.errors import UserError
-from transformer.sources import count_lines, decode_line, raw_lines
-from transformer.splitting import split_line
+from transformer.decoding.sentences import split_line
 
 if TYPE_CHECKING:
     import torch
 
-    from transformer.loading import Loaded
-    from transformer.translator import Searched, TextTranslator
+    from transformer.decoding.translator import Searched, TextTranslator
+    from transformer.runs.loading import Loaded
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,10 @@ def plot_attention(
     translator: TextTranslator, results: Searched, directory: Path, layer: int | None, start: int
 ) -> None:
     """One cross-attention heatmap PNG per translated line: DIR/0001.png, DIR/0002.png, ... (`start`: lines before)."""
-    from transformer.plotting import attention_figure, save_figure  # matplotlib: seconds of start-up, only here
+    from transformer.decoding.heatmaps import (  # matplotlib: seconds of start-up, only here
+        attention_figure,
+        save_figure,
+    )
 
     for number, (src_ids, hyps) in enumerate(results, start=start + 1):
         if hyps:
@@ -195,7 +198,7 @@ def translate_input(cfg: DictConfig, loaded: Loaded, translator: TextTranslator,
 
 def check_settings(cfg: DictConfig, prompt: bool) -> None:
     """Refuse combinations of settings that cannot work, before the model loads (`prompt`: an interactive session)."""
-    from transformer.loading import checkpoint_paths
+    from transformer.runs.loading import checkpoint_paths
 
     if cfg.plot_attention and Path(cfg.plot_attention).is_file():
         raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
@@ -215,7 +218,7 @@ def check_settings(cfg: DictConfig, prompt: bool) -> None:
 
 @hydra_app("translate", TranslateConfig)
 def main(cfg: DictConfig) -> None:
-    from transformer.loading import load  # torch: see transformer.cli
+    from transformer.runs.loading import load  # torch: see transformer.cli
 
     with user_errors():
         prompt = not (cfg.sentences or cfg.input) and sys.stdin.isatty()

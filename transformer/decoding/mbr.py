@@ -13,11 +13,10 @@ import torch
 from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor
 
-from transformer.beam import beam
+from transformer.decoding.beam import beam
 from transformer.decoding.one_best import sample
-from transformer.decoding.strategies import Text
-from transformer.interface import Seq2SeqModel
-from transformer.search_state import Hypothesis, SearchOptions
+from transformer.decoding.search_state import Hypothesis, SearchOptions, Text
+from transformer.models.interface import Seq2SeqModel
 
 Utility = Callable[[str, str], float]  # (hypothesis, reference) → score
 

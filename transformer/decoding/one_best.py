@@ -1,15 +1,15 @@
 """Greedy search and sampling: one hypothesis per sentence, each token chosen from the step's log-probabilities.
 
 Both share `_one_best` (finished rows leave the batch); on a GPU greedy replays each step as one CUDA graph over
-static shapes (`fast_inference.graphs.StaticGreedy`), with the same ids as the eager search.
+static shapes (`cuda_graphs.StaticGreedy`), with the same ids as the eager search.
 """
 
 import torch
 from torch import Tensor
 
-from transformer.fast_inference.graphs import StaticGreedy, applies
-from transformer.interface import Seq2SeqModel
-from transformer.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, strip_eos
+from transformer.decoding.cuda_graphs import StaticGreedy, applies
+from transformer.decoding.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, strip_eos
+from transformer.models.interface import Seq2SeqModel
 
 
 def _pick_greedy(logp: Tensor) -> Tensor:

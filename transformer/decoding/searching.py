@@ -1,22 +1,37 @@
-"""`search`, the one way into decoding, and its keyword shorthands `greedy_decode` and `beam_search`.
+"""`search`, the one way into decoding, its keyword shorthands `greedy_decode` and `beam_search`, and `SEARCHES`.
 
-`search(model, src, options)` runs the entry of `STRATEGIES` that `options.strategy` names over any model with
-`encode`, `init_cache` and `decode`; every strategy returns, per sentence, a list of `Hypothesis` (best first).
-All strategies share one step (`SearchState.step`); with `use_cache=True` a step feeds only the newest token and
-reads the rest of the prefix from a `DecoderCache`, with `use_cache=False` it re-runs the whole prefix. The two
-give the same ids. Lengths count generated tokens including EOS; BOS and pad are never generated. The search runs
-on the model it is given: whoever loads a model for inference passes its `inference_copy`
-(`transformer.fast_inference`), made once.
+`search(model, src, options)` runs the search that `SEARCHES` names for `options.strategy` (an entry of
+`core.strategies.STRATEGIES`, which holds its settings) over any model with `encode`, `init_cache` and `decode`; every
+strategy returns, per sentence, a list of `Hypothesis` (best first). All strategies share one step
+(`SearchState.step`); with `use_cache=True` a step feeds only the newest token and reads the rest of the prefix from a
+`DecoderCache`, with `use_cache=False` it re-runs the whole prefix. The two give the same ids. Lengths count generated
+tokens including EOS; BOS and pad are never generated. The search runs on the model it is given: whoever loads a model
+for inference passes its `inference_copy` (`transformer.fast_inference`), made once.
 """
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from transformer.config import DecodingConfig
-from transformer.decoding.one_best import greedy_ids
-from transformer.decoding.strategies import STRATEGIES, Text
-from transformer.interface import Seq2SeqModel
-from transformer.search_state import Hypothesis, SearchOptions, limits
+from transformer.core.config import DecodingConfig
+from transformer.decoding.beam import beam
+from transformer.decoding.mbr import mbr
+from transformer.decoding.one_best import greedy, greedy_ids, sample
+from transformer.decoding.search_state import Hypothesis, SearchOptions, Text, limits
+from transformer.models.interface import Seq2SeqModel
+
+# (model, src (B, S), options, per-sentence output limits (B,), generator, text) -> hypotheses, best first
+Search = Callable[[Seq2SeqModel, Tensor, SearchOptions, Tensor, torch.Generator | None, Text | None], list]
+
+# The search of each entry of `core.strategies.STRATEGIES`, by the same name; a static-shape variant for the GPU is
+# chosen inside it (`decoding.cuda_graphs.applies`).
+SEARCHES: dict[str, Search] = {
+    "greedy": lambda model, src, options, limit, generator, text: greedy(model, src, options, limit),
+    "beam": lambda model, src, options, limit, generator, text: beam(model, src, options, limit),
+    "sample": lambda model, src, options, limit, generator, text: sample(model, src, options, limit, generator),
+    "mbr": mbr,
+}
 
 
 def _prepared(model: Seq2SeqModel, src: Tensor, options: SearchOptions, max_len: int | Tensor | None) -> Tensor:
@@ -44,7 +59,7 @@ def search(
     compares translations.
     """
     limit = _prepared(model, src, options, max_len)
-    return STRATEGIES[options.strategy].search(model, src, options, limit, generator, text)
+    return SEARCHES[options.strategy](model, src, options, limit, generator, text)
 
 
 @torch.inference_mode()

@@ -16,14 +16,14 @@ from ctranslate2.converters import Converter
 from ctranslate2.specs import common_spec, transformer_spec
 from omegaconf import OmegaConf
 
-from transformer import presets
-from transformer.checkpoint import Checkpoint
-from transformer.decoding.strategies import STRATEGIES
+from transformer.core import presets
+from transformer.core.precision import FLOAT32_WEIGHTS
+from transformer.core.special_ids import BOS_ID, EOS_ID, UNK_ID
+from transformer.core.strategies import STRATEGIES
+from transformer.decoding.ctranslate2_engine import CONFIG_FILE
 from transformer.export.weights import named_weights
-from transformer.precision import FLOAT32_WEIGHTS
-from transformer.tokenizer import BOS_ID, EOS_ID, UNK_ID
+from transformer.runs.checkpoint import Checkpoint
 
-CONFIG_FILE = "transformer_config.yaml"  # the training config, for `transformer-evaluate split=...`
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which the model uses
 # The README's beam patience: 2 came within 0.1 BLEU of ours on `make train`'s model (1: 0.13 below), docs/export.md
 README_PATIENCE = 2.0

@@ -20,11 +20,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
-from transformer.checkpoint import Checkpoint
-from transformer.decoding.strategies import STRATEGIES
-from transformer.errors import UserError
+from transformer.core.errors import UserError
+from transformer.core.special_ids import BOS_ID, EOS_ID, PAD_ID
+from transformer.core.strategies import STRATEGIES
 from transformer.export.weights import named_weights
-from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer.runs.checkpoint import Checkpoint
 
 # Our module names -> MarianMT's, inside a layer.
 ENCODER_LAYER = {

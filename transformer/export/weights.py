@@ -3,7 +3,7 @@
 import torch
 from torch import Tensor
 
-from transformer.model import Transformer
+from transformer.models.transformer import Transformer
 
 
 def named_weights(model: Transformer) -> dict[str, Tensor]:

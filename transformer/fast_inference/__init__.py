@@ -7,13 +7,14 @@ its attention with several queries a sentence, a beam's cross-attention, as two 
 feed-forward's ReLU into its first product, and swaps the dropouts (no-ops in eval mode) for identities. Each
 weight is packed or quantized at its first use in that copy. Layer norm, softmax and the log-softmax stay fp32 in
 every precision. fp32 gives the model's own results; bf16 and int8 run where the CPU has their kernels and fall back
-to fp32 with one warning elsewhere; auto is what `transformer.precision.resolve` makes it, int8 where it runs, else
+to fp32 with one warning elsewhere; auto is what `transformer.compute.auto.resolve` makes it, int8 where it runs, else
 fp32, without a warning (`kernels.runs` logs which kernels run; `decoded_in` names the precision a search ran in).
 The copy is made once where a model is loaded for inference (a `Translator`) and kept for all its searches, by
 every thread. A packed weight does not follow the parameters: weights changed in place (e.g. by
 fused Adam, which does not even bump their version counters) need a fresh copy, so validation during training
 makes one each time. The model itself is never modified. On a GPU the copy is the model itself and the speed comes
-from the search: `graphs` runs it with static shapes, each decoder step replayed as one CUDA graph.
+from the search: `decoding.cuda_graphs` runs it with static shapes, each decoder step replayed as one CUDA graph.
+It may import `models`, `compute` and `core`.
 """
 
 import copy
@@ -22,12 +23,13 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from transformer.attention.dot import DotAttention
+from transformer.compute.auto import resolve
+from transformer.core.precision import AUTO, named
 from transformer.fast_inference.int8 import Int8Linear
 from transformer.fast_inference.kernels import X86_64, not_applied, onednn, runs
 from transformer.fast_inference.packed import LinearKernel, PackedAttention, PackedLinear, packable
-from transformer.model import FeedForward
-from transformer.precision import AUTO, named, resolve
+from transformer.models.attention.dot import DotAttention
+from transformer.models.transformer import FeedForward
 
 __all__ = ["X86_64", "PackedAttention", "PackedLinear", "decoded_in", "fast_cpu", "inference_copy", "packable"]
 
@@ -115,7 +117,7 @@ def decoded_in(model, precision: str) -> str:
 
 def inference_copy(model, precision: str = "fp32"):
     """A copy of `model` in eval mode, for searches (no autograd), in `precision` (fp32: the model's own results;
-    bf16; int8; auto: `transformer.precision.resolve`, int8 where it runs, else fp32, silently; see the module's
+    bf16; int8; auto: `transformer.compute.auto.resolve`, int8 where it runs, else fp32, silently; see the module's
     docstring); `model` itself where a copy would not help (other devices or dtypes, other CPUs, models that are not
     modules, a copy already). bf16 and int8 apply to fp32 models on CPU."""
     applied = _applied(model, precision)

@@ -11,8 +11,9 @@ from contextlib import contextmanager
 
 import torch
 
-from transformer.hardware import INT8_ENGINE, X86_64, cpu_isa, has, int8_available, native_bf16
-from transformer.precision import AUTO, resolve
+from transformer.compute.auto import resolve
+from transformer.compute.hardware import INT8_ENGINE, X86_64, cpu_isa, has, int8_available, native_bf16
+from transformer.core.precision import AUTO
 
 log = logging.getLogger("transformer.fast_inference")
 

@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.attention.dot import DotAttention
-from transformer.attention.masks import attention_reference
+from transformer.compute.hardware import native_bf16
 from transformer.fast_inference.kernels import onednn
-from transformer.hardware import native_bf16
+from transformer.models.attention.dot import DotAttention
+from transformer.models.attention.masks import attention_reference
 
 
 def packable(x: Tensor, weight: Tensor) -> bool:

@@ -21,5 +21,6 @@ Stages, each in its own folder under PARENT (default outputs/train_bt or outputs
   st  the same in en->fr: teacher/ is the en->fr model, whose own French for the captions becomes extra en->fr
       pairs (self-training / forward translation, He et al. 2020) for an en->fr final/.
 
-`plan` builds the stages from the settings (`RecipeConfig`), `run` runs them (`run.py`: markers, resume, records).
+`plan` builds the stages from the settings (`RecipeConfig`), `run` runs them (`run.py`: markers, resume, records);
+`backtranslation` is the job of `transformer-backtranslate`. It may import `training` and every layer below it.
 """

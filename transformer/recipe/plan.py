@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer import presets
-from transformer.config import DataConfig, RecipeConfig
-from transformer.errors import UserError
-from transformer.run_folder import RunFolder
+from transformer.core import presets
+from transformer.core.config import DataConfig, RecipeConfig
+from transformer.core.errors import UserError
+from transformer.runs.run_folder import RunFolder
 
 # The transformer modules that import torch (corpus, checkpoint) are imported where they are needed, so that --help,
 # dry_run=true and a rerun of a finished pipeline start at once.
@@ -115,7 +115,7 @@ def task2_files(data_dir: Path) -> list[Path]:
 
 def fetch_task2(data_dir: Path, shared_dir: str) -> None:
     """Put the Task 2 files in data_dir: copied from shared_dir/multi30k_task2, else downloaded."""
-    from transformer.corpus import obtain
+    from transformer.data.corpus import obtain
 
     cfg = DataConfig(name=TASK2, dir=str(data_dir), mirror=f"{shared_dir}/{TASK2}", url=TASK2_URL)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -153,7 +153,7 @@ def extra_corpus(cfg: RecipeConfig) -> list[str]:
 
 def tatoeba_files(cfg: RecipeConfig) -> list[Path]:
     """Tatoeba's train split in the final model's direction (source, target), under shared_dir/tatoeba."""
-    from transformer.corpus import builtin_files  # here: its imports (numpy, tqdm) are not for --help
+    from transformer.data.corpus import builtin_files  # here: its imports (numpy, tqdm) are not for --help
 
     return list(builtin_files(Path(cfg.shared_dir) / "tatoeba", "train", *MODES[cfg.mode].pair.split("->")))
 
@@ -177,7 +177,7 @@ def en_fr_speed(cfg: RecipeConfig) -> float | None:
     folder = Path(cfg.parent) / MODES[cfg.mode].first
     if not (Path(cfg.parent) / f"{folder.name}.done").exists():
         return None
-    from transformer.checkpoint import read_metadata
+    from transformer.runs.checkpoint import read_metadata
 
     meta = read_metadata(RunFolder(folder).last)
     return int(meta["step"]) / max(float(meta["train_minutes"]), 1e-3)

@@ -15,10 +15,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from transformer.config import RecipeConfig
-from transformer.files import atomic_write_text
+from transformer.core.config import RecipeConfig
+from transformer.core.files import atomic_write_text
 from transformer.recipe.plan import Stage, StageFailed, final_count, plan
-from transformer.run_folder import RunFolder
+from transformer.runs.run_folder import RunFolder
 
 STATES = {"todo": "", "finished": " (finished)", "changed": " (finished with other settings)"}
 
@@ -39,11 +39,11 @@ def status(stage: Stage, parent: Path) -> str:
 def counts(stage: Stage, parent: Path) -> dict[str, int]:
     """What a finished stage made: a training run's steps (from its last checkpoint), the sentences translated."""
     if stage.run_dir is not None:
-        from transformer.checkpoint import read_metadata
+        from transformer.runs.checkpoint import read_metadata
 
         return {"steps": int(read_metadata(RunFolder(stage.run_dir).last)["step"])}
     if stage.name == "synthetic":
-        from transformer.backtranslation import read_manifest
+        from transformer.data.backtranslated import read_manifest
 
         return {"sentences": int(read_manifest(parent / "synthetic")["lines"]["kept"])}
     return {}

@@ -1,4 +1,5 @@
 """`transformer-serve`: translation over HTTP with dynamic batching and a page that shows the attention.
 
-Needs the `serve` extra (FastAPI, uvicorn, prometheus-client, pysbd); nothing else imports this package.
+Needs the `serve` extra (FastAPI, uvicorn, prometheus-client, pysbd). It may import `runs` and every layer below it;
+only `cli` imports it.
 """

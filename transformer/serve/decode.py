@@ -2,10 +2,10 @@
 
 import dataclasses
 
-from transformer.config import DecodingConfig
-from transformer.decoding.strategies import STRATEGIES, requested
-from transformer.search_state import Hypothesis
-from transformer.translator import Translator
+from transformer.core.config import DecodingConfig
+from transformer.core.strategies import STRATEGIES, requested
+from transformer.decoding.search_state import Hypothesis
+from transformer.decoding.translator import Translator
 
 Result = tuple[list[int], list[Hypothesis]]  # source ids, hypotheses best first
 

@@ -3,7 +3,7 @@
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from transformer.config import ServeSettings
+from transformer.core.config import ServeSettings
 
 NOT_BLANK = r"\S"  # what `str.strip()` leaves something of
 PLAIN_TEXT = {200: {"content": {"text/plain": {"schema": {"type": "string"}}}}}  # /metrics (Prometheus)

@@ -1,12 +1,12 @@
 """The request bodies: strict types, no unknown keys, bounded decoding settings (each strategy's options that a
-request may set, with their bounds plus the service's own, from `transformer.decoding.STRATEGIES`)."""
+request may set, with their bounds plus the service's own, from `transformer.core.strategies.STRATEGIES`)."""
 
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
-from transformer.config import TAG_PATTERN
-from transformer.decoding.strategies import STRATEGIES, Option, options
+from transformer.core.config import TAG_PATTERN
+from transformer.core.strategies import STRATEGIES, Option, options
 
 
 def whole(value: object) -> object:

@@ -6,16 +6,16 @@ import re
 import secrets
 import time
 
-from transformer.config import DecodingConfig, ServeSettings
-from transformer.decoding.strategies import STRATEGIES
-from transformer.decoding.strategies import problems as strategy_problems
-from transformer.loading import Loaded
-from transformer.plotting import attention_matrix, attention_tokens
-from transformer.run_folder import RunFolder
+from transformer.core.config import DecodingConfig, ServeSettings
+from transformer.core.strategies import STRATEGIES
+from transformer.core.strategies import problems as strategy_problems
+from transformer.decoding.heatmaps import attention_matrix, attention_tokens
+from transformer.decoding.sentences import join_text, split_text
+from transformer.runs.loading import Loaded
+from transformer.runs.run_folder import RunFolder
 from transformer.serve.batcher import Batcher, BatchInfo, Job, QueueFull, ShuttingDown
 from transformer.serve.decode import Result, decode_batch, decoding_settings
 from transformer.serve.schemas import AttentionRequest, DecodingOptions, TranslateRequest
-from transformer.splitting import join_text, split_text
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -7,11 +7,11 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
-from transformer.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
-from transformer.errors import UserError
-from transformer.run_folder import RunFolder
-from transformer.state import load_optimizer_state, optimizer_state, rng_state, set_rng_state
-from transformer.tokenizer import Tokenizer
+from transformer.core.errors import UserError
+from transformer.data.tokenizer import Tokenizer
+from transformer.runs.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
+from transformer.runs.run_folder import RunFolder
+from transformer.runs.training_state import load_optimizer_state, optimizer_state, rng_state, set_rng_state
 from transformer.training.progress import TrainingProgress
 
 log = logging.getLogger(__name__)

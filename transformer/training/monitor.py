@@ -6,7 +6,7 @@ import time
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from transformer.config import TrainerConfig
+from transformer.core.config import TrainerConfig
 
 log = logging.getLogger(__name__)
 

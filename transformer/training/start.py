@@ -8,11 +8,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer.checkpoint import read_header, resolve_checkpoint
-from transformer.corpus import training_corpora
-from transformer.errors import UserError
-from transformer.factory import model_config
-from transformer.run_folder import RunFolder
+from transformer.core.errors import UserError
+from transformer.data.corpus import training_corpora
+from transformer.models.factory import model_config
+from transformer.runs.checkpoint import read_header, resolve_checkpoint
+from transformer.runs.run_folder import RunFolder
 from transformer.training.keeper import resume_file
 
 log = logging.getLogger(__name__)

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from transformer.batching import Batch
-from transformer.config import OptimConfig, TrainerConfig
-from transformer.errors import UserError
-from transformer.loss import loss_sum
-from transformer.optim import lr_multiplier, set_lr
-from transformer.precision import PRECISIONS, resolve
-from transformer.runtime import autocast
+from transformer.compute.auto import resolve
+from transformer.compute.runtime import autocast
+from transformer.core.config import OptimConfig, TrainerConfig
+from transformer.core.errors import UserError
+from transformer.core.precision import PRECISIONS
+from transformer.data.batching import Batch
+from transformer.training.loss import loss_sum
+from transformer.training.optim import lr_multiplier, set_lr
 
 log = logging.getLogger(__name__)
 

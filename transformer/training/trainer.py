@@ -15,18 +15,18 @@ from omegaconf import DictConfig
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
 
-from transformer import distributed
-from transformer.batching import Batch, Batches, TrainBatches
-from transformer.checkpoint import read_header
-from transformer.data import PreparedData, prepare
-from transformer.factory import build_model
-from transformer.hardware import bf16_ratio, native_bf16
-from transformer.optim import make_optimizer
-from transformer.precision import bf16_pays, resolve
-from transformer.run_folder import RunFolder
-from transformer.runtime import pick_device, seed_everything
+from transformer.compute.auto import bf16_pays, resolve
+from transformer.compute.hardware import bf16_ratio, native_bf16
+from transformer.compute.runtime import pick_device, seed_everything
+from transformer.data.batching import Batch, Batches, TrainBatches
+from transformer.data.preparation import PreparedData, prepare
+from transformer.models.factory import build_model
+from transformer.runs.checkpoint import read_header
+from transformer.runs.run_folder import RunFolder
+from transformer.training import distributed
 from transformer.training.keeper import CheckpointKeeper
 from transformer.training.monitor import TrainMonitor
+from transformer.training.optim import make_optimizer
 from transformer.training.progress import TrainingProgress
 from transformer.training.start import Start, check_init_from, plan_start
 from transformer.training.step import StepResult, TrainStep

@@ -12,15 +12,15 @@ from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from transformer import distributed
-from transformer.batching import collate, token_batches
-from transformer.config import DecodingConfig, TrainerConfig
-from transformer.interface import Seq2SeqModel
-from transformer.loss import loss_sum
-from transformer.plotting import attention_figure
-from transformer.runtime import autocast
-from transformer.tokenizer import Tokenizer
-from transformer.translator import Translator
+from transformer.compute.runtime import autocast
+from transformer.core.config import DecodingConfig, TrainerConfig
+from transformer.data.batching import collate, token_batches
+from transformer.data.tokenizer import Tokenizer
+from transformer.decoding.heatmaps import attention_figure
+from transformer.decoding.translator import Translator
+from transformer.models.interface import Seq2SeqModel
+from transformer.training import distributed
+from transformer.training.loss import loss_sum
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ import warnings
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
+from transformer.core.special_ids import BOS_ID, EOS_ID
 from transformer.decoding import greedy_decode
 from transformer.fast_inference import inference_copy
-from transformer.model import Transformer
-from transformer.tokenizer import BOS_ID, EOS_ID
+from transformer.models.transformer import Transformer
 from transformer.walkthrough.formats import num
 
 
@@ -118,8 +118,8 @@ def section_kv_cache(kv: dict) -> str:
 
 When the decoder writes token t it needs the keys and values of tokens 1…t−1 in every layer. Without a cache
 each step feeds the whole prefix through the decoder again (and re-projects the source's keys and values for
-cross-attention); with the cache (`transformer/cache.py`) a step feeds only the newest token, appends its keys
-and values to a buffer, and the source's keys and values are projected once per sentence.
+cross-attention); with the cache (`transformer/models/decoder_cache.py`) a step feeds only the newest
+token, appends its keys and values to a buffer, and the source's keys and values are projected once per sentence.
 
 `greedy_decode(..., use_cache=True)` and `use_cache=False` on a randomly initialised model of the `small` size
 (d_model {sizes["d_model"]}, {sizes["n_encoder_layers"]}+{sizes["n_decoder_layers"]} layers, vocabulary

@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from transformer.plotting import heatmap, save_figure
+from transformer.decoding.heatmaps import heatmap, save_figure
 from transformer.walkthrough.formats import num
 from transformer.walkthrough.kv_cache import section_kv_cache
 from transformer.walkthrough.variants import section_additive, section_patterns
@@ -36,16 +36,16 @@ def intro(checkpoint: str) -> str:
 This page walks through attention with small worked examples, the kind the classic explanations use,
 but every number and picture here is produced by the code that trains and runs this project's models:
 `attention_weights`, `attention_reference`, `padding_mask`, `causal_mask`, `MultiHeadAttention` and the
-additive, local, strided, LSH and Linformer variants from `transformer/attention/`, the `Transformer` of
-`transformer/model.py`, `greedy_decode` from `transformer/decoding/` and the heatmaps of
-`transformer/plotting.py`. There is no separate toy version.
+additive, local, strided, LSH and Linformer variants from `transformer/models/attention/`, the `Transformer` of
+`transformer/models/transformer.py`, `greedy_decode` from `transformer/decoding/` and the heatmaps of
+`transformer/decoding/heatmaps.py`. There is no separate toy version.
 
 ```bash
 python scripts/attention_walkthrough.py --checkpoint {checkpoint}    # a few minutes on a 2-core CPU
 ```
 
 The script writes every number to `docs/attention_walkthrough.json` and renders this page from it;
-`tests/test_walkthrough.py` (part of `make test`) recomputes the numbers with the same functions
+`tests/walkthrough/test_walkthrough.py` (part of `make test`) recomputes the numbers with the same functions
 (`transformer/walkthrough/`), compares them with the JSON and checks that this page is exactly what the JSON
 renders to.
 The examples come from five public explanations of attention the project grew from (seeds 000–004, listed at
@@ -234,7 +234,7 @@ def section_cross(c: dict | None) -> str:
 The model: `{c["checkpoint"]}`, {c["data"]}, d_model {m["d_model"]}, {m["n_heads"]} heads,
 {m["n_encoder_layers"]}+{m["n_decoder_layers"]} layers, {c["parameters"] / 1e6:.1f}M parameters, trained by {how}
 {recipe} and saved at step {c["step"]:,} (val BLEU {c["val_bleu"]}). Each translation is
-`greedy_decode`'s; each heatmap is `transformer.plotting.attention_figure`: the cross-attention weights of the
+`greedy_decode`'s; each heatmap is `transformer.decoding.heatmaps.attention_figure`: the cross-attention weights of the
 teacher-forced translation, averaged over the decoder layers and their heads, one row per output piece (`▁` starts a
 word), one column per source piece. Under each sentence, the source piece each output piece attends to most, and
 its weight.

@@ -1,9 +1,9 @@
 """The numbers of docs/attention.md, section by section, computed with the project's own code.
 
-Everything goes through `transformer.attention`, `Transformer`, `greedy_decode` and
-`transformer.plotting`; sections 6 and 9 are in `variants.py`, section 7 in `kv_cache.py`.
+Everything goes through `transformer.models.attention`, `Transformer`, `greedy_decode` and
+`transformer.decoding.heatmaps`; sections 6 and 9 are in `variants.py`, section 7 in `kv_cache.py`.
 `scripts/attention_walkthrough.py` writes them to docs/attention_walkthrough.json and renders
-the page from that file (`page.py`); tests/test_walkthrough.py recomputes them and compares.
+the page from that file (`page.py`); tests/walkthrough/test_walkthrough.py recomputes them and compares.
 """
 
 import math
@@ -12,13 +12,19 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from transformer.attention import MultiHeadAttention, attention_reference, attention_weights, causal_mask, padding_mask
-from transformer.checkpoint import load_checkpoint
+from transformer.core.special_ids import BOS_ID, EOS_ID
 from transformer.decoding import greedy_decode
-from transformer.model import Transformer
-from transformer.plotting import attention_figure, attention_tokens, save_figure
-from transformer.run_folder import RunFolder
-from transformer.tokenizer import BOS_ID, EOS_ID
+from transformer.decoding.heatmaps import attention_figure, attention_tokens, save_figure
+from transformer.models.attention import (
+    MultiHeadAttention,
+    attention_reference,
+    attention_weights,
+    causal_mask,
+    padding_mask,
+)
+from transformer.models.transformer import Transformer
+from transformer.runs.checkpoint import load_checkpoint
+from transformer.runs.run_folder import RunFolder
 from transformer.walkthrough.formats import rows
 from transformer.walkthrough.kv_cache import kv_cache, small_random_model
 from transformer.walkthrough.variants import additive_vs_dot, patterns

@@ -1,6 +1,6 @@
 """Sections 6 and 9 of docs/attention.md: additive vs dot-product attention, and the efficient patterns as masks.
 
-Computed with the attention family of `transformer/attention/` (the modules' own scoring, `pattern`
+Computed with the attention family of `transformer/models/attention/` (the modules' own scoring, `pattern`
 and `weights`); rendered and drawn from the JSON like the other sections.
 """
 
@@ -11,15 +11,15 @@ import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
-from transformer.attention import attention_weights
-from transformer.attention.additive import AdditiveAttention
-from transformer.attention.band import band_pattern
-from transformer.attention.linformer import LinformerAttention
-from transformer.attention.local import LocalAttention
-from transformer.attention.lsh import LSHAttention
-from transformer.attention.strided import StridedAttention
-from transformer.config import AttentionConfig
-from transformer.plotting import save_figure
+from transformer.core.config import AttentionConfig
+from transformer.decoding.heatmaps import save_figure
+from transformer.models.attention import attention_weights
+from transformer.models.attention.additive import AdditiveAttention
+from transformer.models.attention.band import band_pattern
+from transformer.models.attention.linformer import LinformerAttention
+from transformer.models.attention.local import LocalAttention
+from transformer.models.attention.lsh import LSHAttention
+from transformer.models.attention.strided import StridedAttention
 from transformer.walkthrough.formats import rows
 
 LENGTH = 32  # tokens of the pattern example
@@ -155,7 +155,7 @@ def section_patterns(p: dict) -> str:
     share = ", ".join(f"{name} {pairs[name]} ({100 * pairs[name] / dense:.0f}%)" for name in pairs)
     return f"""## 9. Efficient attention patterns
 
-Full attention scores all {n}×{n} = {dense} query-key pairs. The efficient variants of `transformer/attention/`
+Full attention scores all {n}×{n} = {dense} query-key pairs. The efficient variants of `transformer/models/attention/`
 score fewer; here is which pairs, on a {n}-token example (non-causal, encoder self-attention), taken from the modules:
 
 - **band** (`local`, window w = {kn["window"]}): `band.band_pattern`, |i − j| < w.

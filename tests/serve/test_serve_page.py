@@ -1,0 +1,88 @@
+"""The page in a real browser (the system Chromium via Playwright): type, click, read the translation and heatmap."""
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: pip install -e '.[dev,serve]'")
+sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (the dev extra)")
+
+from tests.serve.serving import offline, offline_ids, running_server, write_checkpoint  # noqa: E402
+from transformer.bench.serving import CHROMIUM, CHROMIUM_ARGS, DRAWN  # noqa: E402
+
+
+def painted_cells(page) -> int:
+    """How many heatmap pixels are blue (the cells), not white or grey (background, text)."""
+    return page.evaluate("""() => {
+        const c = document.getElementById('heatmap'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 2] > d[i] + 20) n++;
+        return n;
+    }""")
+
+
+@contextmanager
+def served_page(tmp_path: Path) -> Iterator[tuple[object, object]]:
+    """A browser page open on a running server of a tiny checkpoint, and the server's service."""
+    checkpoint = write_checkpoint(tmp_path / "tiny.safetensors")
+    with running_server(checkpoint) as (url, service), sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page()
+            page.goto(url, timeout=30_000)
+            yield page, service
+        finally:
+            browser.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not os.access(CHROMIUM, os.X_OK),
+    reason=f"no browser installed ({CHROMIUM}); `make test` installs "
+    "Debian's chromium where it can: apt-get install chromium chromium-driver",
+)
+def test_the_page_translates_and_draws_the_attention(tmp_path):
+    sentences = ["un chien rouge court.", "le chat dort dans le parc."]
+    with served_page(tmp_path) as (page, service):
+        page.fill("#source", " ".join(sentences))
+        page.fill("#beam", "2")
+        page.click("#translate")
+        page.wait_for_function(f"{DRAWN} === '1'", timeout=60_000)
+        expected = offline(service, sentences, beam_size=2)
+        assert page.text_content("#output") == " ".join(expected)
+        assert page.locator("#sentences li").count() == 2
+        source = service.tokenizer.encode_src([sentences[0]])[0]
+        target = offline_ids(service, sentences[0], beam_size=2)
+        heatmap = page.locator("#heatmap")
+        assert heatmap.get_attribute("data-columns") == str(len(source) + 1)  # + </s>
+        assert heatmap.get_attribute("data-rows") == str(len(target) + 1)
+        assert painted_cells(page) > 0
+        page.click("#sentences li:nth-child(2)")
+        page.wait_for_function(f"{DRAWN} === '2'", timeout=60_000)
+        assert "sentence 2" in page.text_content("#attention-title")
+        page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
+        assert (tmp_path / "page.png").stat().st_size > 1000
+
+
+HOSTILE = [  # markup, right-to-left text, a ZWJ emoji family and a combining accent
+    "<script>window.pwned=1</script>",
+    "<img src=x onerror=window.pwned=2>",
+    "שלום עולם",
+    "👩\u200d👩\u200d👧 é\u0301",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"no browser installed ({CHROMIUM})")
+def test_the_page_shows_markup_and_rtl_text_as_text_and_runs_none_of_it(tmp_path):
+    with served_page(tmp_path) as (page, _):
+        page.fill("#source", "\n".join(HOSTILE))
+        page.click("#translate")
+        page.wait_for_function(f"{DRAWN} === '1'", timeout=60_000)
+        shown = page.text_content("#sentences")
+        assert all(text in shown for text in HOSTILE), shown
+        assert page.evaluate("window.pwned") is None
+        assert page.locator("#sentences script, #sentences img, #output script, #output img").count() == 0

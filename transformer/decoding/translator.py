@@ -1,0 +1,168 @@
+"""Text in, text out: tokenize, batch by length, search, detokenize, restore order.
+
+Validation during training, `transformer-evaluate`, `transformer-translate` and the
+service all go through `Translator`, so they decode with identical settings;
+`TextTranslator` is the text-level front it shares with the CTranslate2 engine
+(`transformer.decoding.ctranslate2_engine`), which searches an export instead.
+"""
+
+import copy
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+
+import torch
+from tqdm import tqdm
+
+from transformer.core.config import DecodingConfig
+from transformer.core.special_ids import EOS_ID
+from transformer.data.batching import pad
+from transformer.data.tokenizer import Tokenizer
+from transformer.decoding.search_state import Hypothesis, SearchOptions
+from transformer.decoding.searching import search
+from transformer.fast_inference import decoded_in, inference_copy
+from transformer.models.interface import Seq2SeqModel
+
+log = logging.getLogger(__name__)
+
+Searched = list[tuple[list[int], list[Hypothesis]]]  # per sentence: source ids, hypotheses best first
+
+
+def encode_sources(
+    tokenizer: Tokenizer, sentences: list[str], max_positions: int, tag: str = ""
+) -> tuple[list[list[int]], list[int]]:
+    """Source ids of every sentence (with `tag`'s piece first) and the indices of those to search: not blank and
+    short enough for the model (EOS included); a sentence too long is logged and left untranslated."""
+    stripped = [s.strip() for s in sentences]
+    ids = [x if s else [] for s, x in zip(stripped, tokenizer.encode_src(stripped, tag))]
+    limit = max_positions - 1  # room for EOS
+    for i, x in enumerate(ids):
+        if len(x) > limit:
+            log.error(
+                "sentence %d has %d tokens, more than the model's limit of %d; it is left untranslated "
+                "(an empty line); split it into shorter sentences",
+                i + 1,
+                len(x),
+                limit,
+            )
+    return ids, [i for i, x in enumerate(ids) if 0 < len(x) <= limit]
+
+
+class TextTranslator(ABC):
+    """Sentences in, hypotheses or texts out, over an engine that searches batches of source ids.
+
+    A call holds no state on the translator: its options (default: those of `cfg`) and its
+    sampling generator are its own.
+    """
+
+    tokenizer: Tokenizer
+    max_positions: int  # the longest source (EOS included) the engine takes
+    precision: str  # what the engine searches in (fp32, int8, ...): a BLEU figure states it
+
+    def __init__(self, cfg: DecodingConfig):
+        self.cfg, self.options = cfg, SearchOptions.from_config(cfg)  # ValueError on impossible settings
+
+    @abstractmethod
+    def _search_batches(
+        self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator: torch.Generator | None
+    ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
+        """Search the sentences `todo` (indices into `ids`) batch by batch: (indices, their hypotheses)."""
+
+    def search(
+        self,
+        sentences: list[str],
+        progress: bool = False,
+        options: SearchOptions | None = None,
+        generator: torch.Generator | None = None,
+        bar: tqdm | None = None,
+    ) -> Searched:
+        """Each sentence's source ids and hypotheses (best first), in input order.
+
+        A blank sentence, or one longer than the model allows (logged), gets no hypotheses. `bar`: a progress bar
+        to advance instead of this call's own.
+        """
+        ids, todo = encode_sources(self.tokenizer, sentences, self.max_positions, self.cfg.tag)
+        out: Searched = [(x, []) for x in ids]
+        disable = not progress or bar is not None
+        with tqdm(total=len(todo), desc="translating", unit="sent", disable=disable, leave=False) as own:
+            for rows, hyps in self._search_batches(ids, todo, options or self.options, generator):
+                for i, sentence_hyps in zip(rows, hyps):
+                    out[i] = (ids[i], sentence_hyps)
+                (own if bar is None else bar).update(len(rows))  # a bar without a total has no truth value
+        return out
+
+    def generator(self, seed: int | None = None) -> torch.Generator | None:
+        """A sampling generator seeded with `seed` (default: `cfg.seed`); None: this engine samples from its own."""
+        return None
+
+    def detokenize(self, hyps: list[Hypothesis]) -> list[str]:
+        """The text of each hypothesis."""
+        return self.tokenizer.decode_tgt([h.tokens for h in hyps])
+
+    def translate_nbest(
+        self,
+        sentences: list[str],
+        progress: bool = False,
+        options: SearchOptions | None = None,
+        generator: torch.Generator | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """(translation, score) lists, best first, in input order; an untranslated sentence gets [("", 0.0)]."""
+        results = []
+        for _, hyps in self.search(sentences, progress, options, generator):
+            results.append([(text, h.score) for text, h in zip(self.detokenize(hyps), hyps)] or [("", 0.0)])
+        return results
+
+    def translate(
+        self,
+        sentences: list[str],
+        progress: bool = False,
+        options: SearchOptions | None = None,
+        generator: torch.Generator | None = None,
+    ) -> list[str]:
+        """The best translation of each sentence, in input order; a blank sentence translates to ''."""
+        return [hyps[0][0] for hyps in self.translate_nbest(sentences, progress, options, generator)]
+
+
+class Translator(TextTranslator):
+    """A model, its tokenizer and the decoding settings; several threads may translate with it at once.
+
+    The model's `inference_copy` in `cfg.precision` is made here, once, and searched by every call: weights changed
+    in place later are not seen (training builds a new translator for each validation). A call's
+    sampling generator defaults to a new one seeded with `cfg.seed` on the model's device.
+    """
+
+    def __init__(self, model: Seq2SeqModel, tokenizer: Tokenizer, cfg: DecodingConfig):
+        super().__init__(cfg)
+        self.model, self.tokenizer, self.max_positions = model, tokenizer, model.max_positions
+        self.inference_model = inference_copy(model, cfg.precision)
+        self.precision = decoded_in(model, cfg.precision)
+
+    def with_config(self, cfg: DecodingConfig) -> "Translator":
+        """This translator (same model and inference copy, so the same precision) with other decoding settings."""
+        other = copy.copy(self)
+        other.cfg, other.options = cfg, SearchOptions.from_config(cfg)
+        return other
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def generator(self, seed: int | None = None) -> torch.Generator:
+        """A fresh sampling generator on the model's device, seeded with `seed` (default: `cfg.seed`)."""
+        return torch.Generator(device=self.device).manual_seed(self.cfg.seed if seed is None else seed)
+
+    def _batches(self, ids: list[list[int]]) -> Iterator[list[int]]:
+        """Indices of sentences in batches of similar length."""
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), self.cfg.batch_size):
+            yield order[start : start + self.cfg.batch_size]
+
+    def _search_batches(
+        self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator: torch.Generator | None
+    ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
+        if generator is None:  # one stream for the whole call, whatever the strategy draws
+            generator = self.generator()
+        for batch in self._batches([ids[i] for i in todo]):
+            rows = [todo[j] for j in batch]
+            src = pad([ids[i] + [EOS_ID] for i in rows]).to(self.device)
+            yield rows, search(self.inference_model, src, options, generator, text=self.tokenizer.decode_tgt)
