@@ -101,6 +101,14 @@ KNOWN = {  # (test, case): what breaks the property there; reported, not fixed i
         for strategy in ("greedy", "beam")
     },
 }
+KERNEL_SWITCH = {  # (test, case): fails only where the CPU's two int8 kernels round a row differently
+    ("test_a_cached_search_equals_an_uncached_one", f"{strategy}-int8-copy-{kernels.QLINEAR_FROM}"): "a batch of "
+    "QLINEAR_FROM sentences starts on qlinear and drops to linear_dynamic as sentences finish: the cache keeps keys "
+    "and values of the first kernel, an uncached step recomputes them on the second, which may round a row one int8 "
+    "step apart (an Intel Xeon with AMX: scores ~3e-3 apart, and an id at a near tie; with linear_dynamic alone both "
+    "pass there); teacher-forced, cached = uncached at this batch within 1e-6"
+    for strategy in ("greedy", "beam")
+}
 each = pytest.mark.parametrize(
     "impl", [pytest.param(impl, marks=impl.needs, id=name) for name, impl in IMPLEMENTATIONS.items()]
 )
@@ -116,10 +124,13 @@ each_batch = pytest.mark.parametrize(
 
 @pytest.fixture(autouse=True)
 def known_failure(request):
-    """A case of `KNOWN` must fail (strict xfail): once the library is fixed, its entry goes."""
-    reason = KNOWN.get((request.function.__name__, request.node.callspec.id))
-    if reason is not None:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    """A case of `KNOWN` must fail (strict xfail): once the library is fixed, its entry goes. A case of
+    `KERNEL_SWITCH` may pass, on a CPU whose kernels happen to round alike."""
+    case = (request.function.__name__, request.node.callspec.id)
+    if case in KNOWN:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN[case]))
+    elif case in KERNEL_SWITCH:
+        request.applymarker(pytest.mark.xfail(strict=False, reason=KERNEL_SWITCH[case]))
 
 
 def sources(batch: int, seed: int = 0) -> Tensor:
