@@ -64,7 +64,7 @@ def choice_fields(schema: type) -> dict[str, tuple[str, ...]]:
 
 @dataclass
 class SourceConfig:
-    """Where a parallel corpus's pairs come from (transformer/data/sources.py reads it): two aligned text files (`src`,
+    """Where a parallel corpus's pairs come from (`data.sources` reads it): two aligned text files (`src`,
     `tgt`), or one `path`: a .tsv or .tmx file, or a Hugging Face dataset. Files may be compressed: .gz, .xz, .bz2,
     .zst. Without `format`, src/tgt mean text files, a path ending in .tsv or .tmx (plus compression) those, and
     any other path a dataset."""
