@@ -33,22 +33,25 @@ REDIRECTED = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HF_HOME", "HF_DATASETS_CACHE
 
 
 def serve_forks(modules: list[str]) -> None:
-    """The warm parent: import `modules`; then for each stdin line `[argv, log]` fork a child that runs the first
-    module's `main()` with `argv` (stdout and stderr to `log`), print the child's pid, wait, print its status."""
+    """The warm parent: import `modules`; then for each stdin line `[argv, log, cwd]` fork a child that runs the first
+    module's `main()` with `argv` in `cwd` (stdout and stderr to `log`), print the child's pid, wait, print its
+    status."""
     for name in modules:
         importlib.import_module(name)
     main = importlib.import_module(modules[0]).main
     print("ready", flush=True)
     for line in sys.stdin:
-        argv, log = json.loads(line)
+        argv, log, cwd = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            _child(main, argv, log)  # never returns: the child exits as any process does, atexit included
+            _child(main, argv, log, cwd)  # never returns: the child exits as any process does, atexit included
         print(pid, flush=True)
         print(os.waitpid(pid, 0)[1], flush=True)
 
 
-def _child(main, argv: list[str], log: str) -> None:
+def _child(main, argv: list[str], log: str, cwd: str | None) -> None:
+    if cwd is not None:
+        os.chdir(cwd)
     out, devnull = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out, 1)
@@ -88,11 +91,12 @@ class WarmStarts:
         assert line, f"the warm parent ended (status {self.parent.wait()})"
         return line.decode().strip()
 
-    def run(self, argv: list[str], kill_after: float | None = None) -> Outcome:
-        """Run `argv[0]`'s main with `argv`; SIGKILL it `kill_after` seconds after its start unless it ended first."""
+    def run(self, argv: list[str], kill_after: float | None = None, cwd: Path | None = None) -> Outcome:
+        """Run `argv[0]`'s main with `argv` (in `cwd`, default the parent's); SIGKILL it `kill_after` seconds after
+        its start unless it ended first."""
         self.count += 1
         log = self.logs / f"{self.count:03d}.log"
-        self.parent.stdin.write(json.dumps([argv, str(log)]).encode() + b"\n")
+        self.parent.stdin.write(json.dumps([argv, str(log), cwd and str(cwd)]).encode() + b"\n")
         pid, start = int(self._line()), time.monotonic()
         if kill_after is not None and not select.select([self.parent.stdout], [], [], kill_after)[0]:
             with contextlib.suppress(ProcessLookupError):
