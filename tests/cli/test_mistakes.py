@@ -3,8 +3,7 @@ no traceback and nothing half-written. A new mistake is one line in MISTAKES.
 
 Each mistake is a real process running the command's `main()` with its argv, forked from a warm parent per command
 (`tests.cli.kills.warm_starts`) that imported the library once, so that the imports (torch's seconds) are paid
-once per command, not once per mistake: the file takes 89 s instead of 106 s alone on a 2-core Xeon (Sapphire
-Rapids). tests/cli/test_entry_points.py runs every console script by its name."""
+once per command, not once per mistake. tests/cli/test_entry_points.py runs every console script by its name."""
 
 import contextlib
 import functools
