@@ -1,6 +1,6 @@
 """What this machine computes natively: the one probe of the CPU's (and GPU's) features, each asked once a process.
 
-`transformer.core.precision` decides from these what `auto` means; `fast_inference.kernels` which kernels run.
+`compute.auto` decides from these what `auto` means; `fast_inference.kernels` which kernels run.
 """
 
 import functools
