@@ -1,5 +1,6 @@
 """Beam search over a `SearchState`, with length penalties and an n-best pool."""
 
+from dataclasses import replace
 from typing import get_args
 
 import torch
@@ -8,6 +9,7 @@ from torch import Tensor
 from transformer.core.strategies import LengthPenalty
 from transformer.decoding.cuda_graphs import StaticSearchState, applies
 from transformer.decoding.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, strip_eos
+from transformer.decoding.steering import Controls, forced_lengths
 from transformer.models.interface import Seq2SeqModel
 
 
@@ -103,7 +105,9 @@ def _in_place(rows: Tensor, width: int) -> Tensor:
     return torch.empty_like(slot).scatter_(1, slot, slots.expand_as(slot))
 
 
-def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor) -> list[list[Hypothesis]]:
+def beam(
+    model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor, controls: Controls | None = None
+) -> list[list[Hypothesis]]:
     """Beam search; for each sentence the `n_best` best finished hypotheses, best first.
 
     Each step ranks the extensions of a sentence's hypotheses (one, the empty one,
@@ -111,7 +115,8 @@ def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor
     finished and set aside; the best `beam_size` others continue. A sentence stops
     once it has `n_best` finished hypotheses and no live one can still beat them;
     at its length limit every live hypothesis is finished as it stands. Scores are
-    log-probabilities divided by `penalty_divisor(length incl. EOS, α=length_penalty, kind)`.
+    log-probabilities divided by `penalty_divisor(length incl. EOS, α=length_penalty, kind)`; with a prefix
+    (`controls`), of the tokens after it, over the whole length (as CTranslate2).
     """
     k, batch, device, eos_id = options.beam_size, src.size(0), src.device, options.eos_id
     longest = int(limit.max())
@@ -121,8 +126,11 @@ def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor
     # A live hypothesis' log-probability only falls, so its best possible score is
     # its current one over the largest divisor it could still reach.
     best_divisor = divisor.cummax(0).values[limit - 1]  # (B,), as `limit`: per sentence still searched
-    static = applies(model, src, options)  # on a GPU: a CUDA graph per step
-    search = (StaticSearchState if static else SearchState)(model, src, options, longest)
+    forced = forced_lengths(controls, batch)
+    if controls is None and applies(model, src, options):  # on a GPU: a CUDA graph per step
+        search = StaticSearchState(model, src, options, longest)
+    else:
+        search = SearchState(model, src, options, longest, controls)
     pool = _Pool(batch, options.n_best, longest, model.pad_id, device)
     scores = torch.zeros(batch, 1, device=device)  # (B, W): the live hypotheses' log-probabilities, in slot order
     may_finish = torch.arange(2 * k, device=device) < k  # by rank: only the top K candidates finish
@@ -137,20 +145,21 @@ def beam(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor
         if finishing.any():
             tokens = torch.cat([search.prefix[rows, 1 : t + 1], top_tok[:, :, None]], dim=2)  # (B, C, t+1)
             token_scores = torch.cat([search.logprobs[rows, :t], top_logp[:, :, None]], dim=2)
-            pool.add(torch.where(finishing, top_scores / divisor[t], NEG_INF), top_scores, tokens, token_scores)
+            own = top_scores - search.offset[rows]  # what the hypotheses add to their prefixes
+            pool.add(torch.where(finishing, own / divisor[t], NEG_INF), own, tokens, token_scores)
         order = is_eos.to(torch.int8).argsort(dim=1, stable=True)[:, :k]  # the K best non-EOS, by rank
         scores = top_scores.masked_fill(is_eos, NEG_INF).gather(1, order)  # (B, K); an EOS never continues
         rows, tokens, logprobs = rows.gather(1, order), top_tok.gather(1, order), top_logp.gather(1, order)
         if width == k == scores.size(1):  # rows stay where they are: in slot order, no longer best first
             stay = _in_place(rows, k)
             scores, rows, tokens, logprobs = (x.gather(1, stay) for x in (scores, rows, tokens, logprobs))
-        best = scores.max(dim=1).values
+        best = (scores - search.offset[rows]).max(dim=1).values
         done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= best / best_divisor))
         keep = None  # every sentence goes on
         if done.any():
             finished = done.nonzero().flatten().tolist()
             for b, hyps in zip(active[finished].tolist(), pool.hypotheses(finished, eos_id)):
-                results[b] = hyps
+                results[b] = [replace(h, forced=forced[b]) for h in hyps]
             keep = (~done).nonzero().flatten()
             if keep.numel() == 0:
                 break

@@ -16,6 +16,7 @@ from torch import Tensor
 from transformer.decoding.beam import beam
 from transformer.decoding.one_best import sample
 from transformer.decoding.search_state import Hypothesis, SearchOptions, Text
+from transformer.decoding.steering import Controls
 from transformer.models.interface import Seq2SeqModel
 
 Utility = Callable[[str, str], float]  # (hypothesis, reference) → score
@@ -40,15 +41,22 @@ def expected_utilities(texts: list[str], score: Utility) -> list[float]:
 
 
 def _candidates(
-    model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor, generator: torch.Generator | None
+    model: Seq2SeqModel,
+    src: Tensor,
+    options: SearchOptions,
+    limit: Tensor,
+    generator: torch.Generator | None,
+    controls: Controls | None,
 ) -> list[list[Hypothesis]]:
-    """`options.candidates` hypotheses per row of `src` (B, S): samples of one batch of B·k rows, or a beam's
-    k best."""
+    """`options.candidates` hypotheses per row of `src` (B, S), steered by `controls`: samples of one batch of B·k
+    rows, or a beam's k best."""
     k = options.candidates
     if options.candidates_from == "beam":
-        return beam(model, src, replace(options, strategy="beam", beam_size=k, n_best=k), limit)
-    rows, limits = src.repeat_interleave(k, 0), limit.repeat_interleave(k)  # (B·k, S), (B·k,): sentence-major
-    drawn = sample(model, rows, replace(options, strategy="sample"), limits, generator)
+        return beam(model, src, replace(options, strategy="beam", beam_size=k, n_best=k), limit, controls)
+    index = torch.arange(src.size(0)).repeat_interleave(k)  # (B·k,): sentence-major
+    rows, limits = src[index.to(src.device)], limit[index.to(limit.device)]  # (B·k, S), (B·k,)
+    steered = controls.rows(index) if controls is not None else None
+    drawn = sample(model, rows, replace(options, strategy="sample"), limits, generator, steered)
     return [[hyps[0] for hyps in drawn[i * k : (i + 1) * k]] for i in range(src.size(0))]
 
 
@@ -67,10 +75,12 @@ def mbr(
     limit: Tensor,
     generator: torch.Generator | None,
     text: Text | None,
+    controls: Controls | None = None,
 ) -> list[list[Hypothesis]]:
     """For each row of `src` (B, S), its `n_best` distinct candidates by expected utility, best first, each scored
-    by it; `text` turns ids into the text compared (without it, ids compare as space-separated words)."""
-    score, candidates = utility(options.utility), _candidates(model, src, options, limit, generator)
+    by it; `text` turns ids into the text compared (without it, ids compare as space-separated words); `controls`
+    steer the candidates' search."""
+    score, candidates = utility(options.utility), _candidates(model, src, options, limit, generator, controls)
     ids = [h.tokens for hyps in candidates for h in hyps]
     texts = iter(text(ids) if text is not None else [" ".join(map(str, t)) for t in ids])
     results = []

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from transformer.decoding.cuda_graphs import StaticGreedy, applies
 from transformer.decoding.search_state import NEG_INF, Hypothesis, SearchOptions, SearchState, strip_eos
+from transformer.decoding.steering import Controls, forced_lengths
 from transformer.models.interface import Seq2SeqModel
 
 
@@ -39,8 +40,11 @@ def _sampler(options: SearchOptions, generator: torch.Generator | None):
     return pick
 
 
-def _one_best(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor, pick) -> tuple[Tensor, Tensor]:
-    """One hypothesis per sentence, choosing each token with `pick`; finished rows leave the batch.
+def _one_best(
+    model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor, pick, controls: Controls | None = None
+) -> tuple[Tensor, Tensor]:
+    """One hypothesis per sentence, choosing each token with `pick` (steered by `controls`); finished rows leave
+    the batch.
 
     Returns ids (B, steps) without BOS, EOS included, pad_id after EOS, and their log-probabilities.
     """
@@ -48,7 +52,7 @@ def _one_best(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: T
     longest = int(limit.max()) if batch else 0
     out = torch.full((batch, longest), model.pad_id, dtype=torch.long, device=src.device)
     scores = torch.zeros(batch, longest, device=src.device)
-    search = SearchState(model, src, options, longest)
+    search = SearchState(model, src, options, longest, controls)
     active = torch.arange(batch, device=src.device)  # original index of each row; `limit` is per row too
     steps = 0
     for t in range(longest):
@@ -67,34 +71,46 @@ def _one_best(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: T
     return out[:, :steps], scores[:, :steps]
 
 
-def greedy_ids(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor) -> tuple[Tensor, Tensor]:
-    """`_one_best` with greedy choices: replayed as a CUDA graph per step where that applies, else eagerly."""
-    if applies(model, src, options):
+def greedy_ids(
+    model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor, controls: Controls | None = None
+) -> tuple[Tensor, Tensor]:
+    """`_one_best` with greedy choices: replayed as a CUDA graph per step where that applies (no controls), else
+    eagerly."""
+    if controls is None and applies(model, src, options):
         return StaticGreedy(model, src, options, limit).run()
-    return _one_best(model, src, options, limit, _pick_greedy)
+    return _one_best(model, src, options, limit, _pick_greedy, controls)
 
 
-def _as_hypotheses(ids: Tensor, scores: Tensor, eos_id: int, pad_id: int) -> list[list[Hypothesis]]:
-    """`_one_best`'s rows as one `Hypothesis` per sentence, scored by its log-probability."""
+def _as_hypotheses(ids: Tensor, scores: Tensor, eos_id: int, pad_id: int, forced: list[int]) -> list[list[Hypothesis]]:
+    """`_one_best`'s rows as one `Hypothesis` per sentence, scored by the log-probability of its tokens after the
+    `forced` first ones of each row."""
     hyps = []
-    for row, row_scores in zip(ids.tolist(), scores.tolist()):
+    for row, row_scores, skip in zip(ids.tolist(), scores.tolist(), forced):
         n = row.index(eos_id) + 1 if eos_id in row else len([t for t in row if t != pad_id])
-        total = sum(row_scores[:n])
-        hyps.append([Hypothesis(strip_eos(row[:n], eos_id), total, total, row_scores[:n])])
+        total = sum(row_scores[skip:n])
+        hyps.append([Hypothesis(strip_eos(row[:n], eos_id), total, total, row_scores[:n], skip)])
     return hyps
 
 
-def greedy(model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor) -> list[list[Hypothesis]]:
-    """The greedy hypothesis of each row of `src` (B, S)."""
-    ids, scores = greedy_ids(model, src, options, limit)
-    return _as_hypotheses(ids, scores, options.eos_id, model.pad_id)
+def greedy(
+    model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor, controls: Controls | None = None
+) -> list[list[Hypothesis]]:
+    """The greedy hypothesis of each row of `src` (B, S), steered by `controls`."""
+    ids, scores = greedy_ids(model, src, options, limit, controls)
+    return _as_hypotheses(ids, scores, options.eos_id, model.pad_id, forced_lengths(controls, src.size(0)))
 
 
 def sample(
-    model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor, generator: torch.Generator | None
+    model: Seq2SeqModel,
+    src: Tensor,
+    options: SearchOptions,
+    limit: Tensor,
+    generator: torch.Generator | None,
+    controls: Controls | None = None,
 ) -> list[list[Hypothesis]]:
-    """One sampled hypothesis of each row of `src` (B, S), drawn with `generator` (on `src`'s device)."""
+    """One sampled hypothesis of each row of `src` (B, S), drawn with `generator` (on `src`'s device), steered by
+    `controls`."""
     if generator is not None and generator.device.type != src.device.type:
         raise ValueError(f"sampling on {src.device} needs a generator there, not on {generator.device}")
-    ids, scores = _one_best(model, src, options, limit, _sampler(options, generator))
-    return _as_hypotheses(ids, scores, options.eos_id, model.pad_id)
+    ids, scores = _one_best(model, src, options, limit, _sampler(options, generator), controls)
+    return _as_hypotheses(ids, scores, options.eos_id, model.pad_id, forced_lengths(controls, src.size(0)))

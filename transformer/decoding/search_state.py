@@ -9,6 +9,7 @@ from torch import Tensor
 from transformer.core.config import DecodingBase, DecodingConfig, Strategy
 from transformer.core.special_ids import BOS_ID, EOS_ID
 from transformer.core.strategies import options, problems
+from transformer.decoding.steering import Controls, Steering
 from transformer.models.interface import SearchCache, Seq2SeqModel
 
 NEG_INF = float("-inf")
@@ -18,12 +19,14 @@ Text = Callable[[list[list[int]]], list[str]]  # target ids → text, for a stra
 @dataclass
 class Hypothesis:
     """A finished translation: ids without BOS/EOS, its score (beam: length-normalised; otherwise its
-    log-probability), its log-probability, and the log-probability of each generated token (EOS included)."""
+    log-probability), its log-probability, the log-probability of each token (EOS included), and how many of its
+    first tokens a prefix forced (the score and log-probability count only those after them)."""
 
     tokens: list[int]
     score: float
     logprob: float
     token_scores: list[float]
+    forced: int = 0
 
 
 def strip_eos(tokens: list[int], eos_id: int) -> list[int]:
@@ -96,10 +99,13 @@ class SearchState:
     """Encoder output, optional cache and prefixes for a batch of rows (hypotheses).
 
     There is one row per source sentence at first; `select` keeps, repeats or drops rows
-    (beam search fans each sentence out to its hypotheses, sentence-major).
+    (beam search fans each sentence out to its hypotheses, sentence-major). `controls` steer each sentence
+    (`decoding.steering`).
     """
 
-    def __init__(self, model: Seq2SeqModel, src: Tensor, options: SearchOptions, max_len: int):
+    def __init__(
+        self, model: Seq2SeqModel, src: Tensor, options: SearchOptions, max_len: int, controls: Controls | None = None
+    ):
         self.model, self.eos_id = model, options.eos_id
         self.memory, self.src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
         self.cache: SearchCache | None = model.init_cache(self.memory, 1, max_len) if options.use_cache else None
@@ -108,6 +114,12 @@ class SearchState:
         self.length = 1  # filled prefix positions, BOS included
         self.banned = never_generated(options, model, src.device)
         self.min_len, self.ngram = options.min_len, options.no_repeat_ngram_size
+        self.steering = None if controls is None else Steering(controls, src.size(0), src.device)
+
+    @property
+    def offset(self) -> Tensor:
+        """(N,): the log-probability of each row's forced tokens, which its score does not count."""
+        return self.steering.offset if self.steering is not None else self.logprobs.new_zeros(self.prefix.size(0))
 
     def step(self) -> Tensor:
         """Log-probabilities (N, V) of the next token for every row, with banned tokens at -inf."""
@@ -115,10 +127,14 @@ class SearchState:
         tgt_in = prefix[:, -1:] if self.cache is not None else prefix
         logits = self.model.decode(tgt_in, self.memory, self.src_mask, self.cache)
         logp = next_log_probs(logits[:, -1], self.banned)
+        forced = self.steering.forced_now(self.length - 1) if self.steering is not None else None
+        forced_logp = logp.gather(1, forced.clamp(min=0)[:, None]).squeeze(1) if forced is not None else None
         if self.length - 1 < self.min_len and 0 <= self.eos_id < logp.size(1):
             logp[:, self.eos_id] = NEG_INF
         if self.ngram > 0 and self.length >= self.ngram:
             self._block_repeats(logp, prefix)
+        if self.steering is not None:
+            self.steering.constrain(logp, prefix, forced_logp)
         return logp
 
     def _block_repeats(self, logp: Tensor, prefix: Tensor) -> None:
@@ -133,11 +149,15 @@ class SearchState:
         self.prefix[:, self.length] = tokens
         self.logprobs[:, self.length - 1] = logprobs
         self.length += 1
+        if self.steering is not None:
+            self.steering.advance(tokens, logprobs)
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep `rows` (indices into the current rows, repeats allowed) and, when the batch shrinks, `sentences`."""
         self.prefix = self.prefix.index_select(0, rows)
         self.logprobs = self.logprobs.index_select(0, rows)
+        if self.steering is not None:
+            self.steering.select(rows)
         if sentences is not None:
             self.memory = self.memory.index_select(0, sentences)
             self.src_mask = self.src_mask.index_select(0, sentences)

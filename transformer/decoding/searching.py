@@ -19,17 +19,24 @@ from transformer.decoding.beam import beam
 from transformer.decoding.mbr import mbr
 from transformer.decoding.one_best import greedy, greedy_ids, sample
 from transformer.decoding.search_state import Hypothesis, SearchOptions, Text, limits
+from transformer.decoding.steering import Controls, forced_lengths
 from transformer.models.interface import Seq2SeqModel
 
-# (model, src (B, S), options, per-sentence output limits (B,), generator, text) -> hypotheses, best first
-Search = Callable[[Seq2SeqModel, Tensor, SearchOptions, Tensor, torch.Generator | None, Text | None], list]
+# (model, src (B, S), options, per-sentence output limits (B,), generator, text, controls) -> hypotheses, best first
+Search = Callable[
+    [Seq2SeqModel, Tensor, SearchOptions, Tensor, torch.Generator | None, Text | None, Controls | None], list
+]
 
 # The search of each entry of `core.strategies.STRATEGIES`, by the same name; a static-shape variant for the GPU is
 # chosen inside it (`decoding.cuda_graphs.applies`).
 SEARCHES: dict[str, Search] = {
-    "greedy": lambda model, src, options, limit, generator, text: greedy(model, src, options, limit),
-    "beam": lambda model, src, options, limit, generator, text: beam(model, src, options, limit),
-    "sample": lambda model, src, options, limit, generator, text: sample(model, src, options, limit, generator),
+    "greedy": lambda model, src, options, limit, generator, text, controls: greedy(
+        model, src, options, limit, controls
+    ),
+    "beam": lambda model, src, options, limit, generator, text, controls: beam(model, src, options, limit, controls),
+    "sample": lambda model, src, options, limit, generator, text, controls: sample(
+        model, src, options, limit, generator, controls
+    ),
     "mbr": mbr,
 }
 
@@ -51,15 +58,19 @@ def search(
     generator: torch.Generator | None = None,
     max_len: int | Tensor | None = None,
     text: Text | None = None,
+    controls: Controls | None = None,
 ) -> list[list[Hypothesis]]:
     """Hypotheses (best first; at most `options.n_best`) for each source row of `src` (B, S).
 
     Output limits are `options.output_limits` of the source lengths unless `max_len` (an int or a (B,) tensor) is
-    given; `generator` (on `src`'s device) drives sampling; `text` turns target ids into text for a strategy that
-    compares translations.
+    given; they count a prefix's tokens. `generator` (on `src`'s device) drives sampling; `text` turns target ids
+    into text for a strategy that compares translations; `controls` steer each sentence (`decoding.steering`).
     """
     limit = _prepared(model, src, options, max_len)
-    return SEARCHES[options.strategy](model, src, options, limit, generator, text)
+    too_long = [i for i, n in enumerate(forced_lengths(controls, src.size(0))) if n >= int(limit[i])]
+    if too_long:
+        raise ValueError(f"the prefixes of rows {too_long} leave no room under their output limits")
+    return SEARCHES[options.strategy](model, src, options, limit, generator, text, controls)
 
 
 @torch.inference_mode()

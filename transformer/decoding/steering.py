@@ -1,0 +1,126 @@
+"""How a user steers a search: target ids forced first (a prefix), characters the next pieces must spell (the
+prefix's unfinished last word), and id sequences never generated.
+
+`Controls` holds them for a batch of source sentences; `Steering` applies them to a `SearchState`'s rows at each
+step. A forced token keeps the model's own log-probability, so a hypothesis' `token_scores` show how likely its
+prefix was; its `score` and `logprob` count only the tokens after the forced ones (CTranslate2's `target_prefix`
+convention), and beam search still divides by the whole length. Pieces that complete a typed word are searched, not
+forced: they count.
+"""
+
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import Tensor
+
+NEG_INF = float("-inf")
+SPACE = "▁"  # SentencePiece's mark of a space
+
+
+@dataclass
+class Controls:
+    """What steers the search of a batch of B source sentences.
+
+    `prefixes`: per sentence, target ids forced first ([] none). `partial`: per sentence, characters in piece form
+    ("▁pl": a word starting "pl") that the first searched pieces must spell out before the search is free ("" none;
+    needs `pieces`, the target pieces by id, "" for a piece that spells nothing). `suppress`: id sequences no
+    hypothesis may contain (a prefix may).
+    """
+
+    prefixes: list[list[int]] | None = None
+    partial: list[str] | None = None
+    suppress: list[list[int]] = field(default_factory=list)
+    pieces: list[str] | None = None
+
+    def rows(self, index: Tensor) -> "Controls":
+        """These controls for the sentences `index` (repeats allowed), in that order."""
+        chosen = index.tolist()
+        prefixes = None if self.prefixes is None else [self.prefixes[i] for i in chosen]
+        partial = None if self.partial is None else [self.partial[i] for i in chosen]
+        return replace(self, prefixes=prefixes, partial=partial)
+
+
+def forced_lengths(controls: Controls | None, batch: int) -> list[int]:
+    """The number of forced ids of each of `batch` sentences under `controls`."""
+    if controls is None or controls.prefixes is None:
+        return [0] * batch
+    return [len(p) for p in controls.prefixes]
+
+
+def completions(pieces: list[str], rest: str) -> list[int]:
+    """The ids of the pieces that go on spelling `rest`: each either a start of `rest` or starting with all of it."""
+    return [i for i, piece in enumerate(pieces) if piece and (rest.startswith(piece) or piece.startswith(rest))]
+
+
+class Steering:
+    """`Controls` over a search's rows: one row per sentence at first, reordered with the search's rows."""
+
+    def __init__(self, controls: Controls, batch: int, device: torch.device):
+        lengths = forced_lengths(controls, batch)
+        self.forced = torch.full((batch, max(lengths, default=0)), -1, dtype=torch.long)  # (N, P); -1: free
+        for row, ids in enumerate(controls.prefixes or []):
+            self.forced[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        self.forced = self.forced.to(device)
+        self.rest = list(controls.partial) if controls.partial is not None else [""] * batch
+        self.pieces = controls.pieces or []
+        self.singles = torch.tensor([s[0] for s in controls.suppress if len(s) == 1], dtype=torch.long, device=device)
+        self.suppress = [torch.tensor(s, dtype=torch.long, device=device) for s in controls.suppress if len(s) > 1]
+        self.offset = torch.zeros(batch, device=device)  # (N,): log-probability of the row's forced tokens
+        self._allowed: dict[str, Tensor] = {}
+        self._now: Tensor | None = None  # (N,): the token forced at this step, -1 where free
+
+    def forced_now(self, generated: int) -> Tensor | None:
+        """The token forced on each row at position `generated` (-1: free), or None when no row is forced."""
+        if generated >= self.forced.size(1):
+            self._now = None
+        else:
+            column = self.forced[:, generated]
+            self._now = column if bool((column >= 0).any()) else None
+        return self._now
+
+    def constrain(self, logp: Tensor, prefix: Tensor, forced_logp: Tensor | None) -> None:
+        """Mask `logp` (N, V) in place: suppressed sequences, pieces that do not spell a typed word's rest, then
+        each forced row down to its forced token at `forced_logp` (N,), its log-probability before any ban."""
+        generated = prefix.size(1) - 1  # BOS first
+        logp.index_fill_(1, self.singles, NEG_INF)
+        for sequence in self.suppress:
+            n = sequence.numel()
+            if generated >= n - 1:
+                follows = (prefix[:, generated - n + 2 :] == sequence[:-1]).all(1)  # (N,)
+                logp[follows, sequence[-1]] = NEG_INF
+        for row, rest in enumerate(self.rest):
+            if rest:
+                banned = torch.ones(logp.size(1), dtype=torch.bool, device=logp.device)
+                banned[self._completions(rest)] = False
+                logp[row].masked_fill_(banned, NEG_INF)
+        if self._now is not None and forced_logp is not None:
+            rows = (self._now >= 0).nonzero().squeeze(1)
+            logp[rows] = NEG_INF
+            logp[rows, self._now[rows]] = forced_logp[rows]
+
+    def _completions(self, rest: str) -> Tensor:
+        if rest not in self._allowed:
+            self._allowed[rest] = torch.tensor(completions(self.pieces, rest), dtype=torch.long)
+        return self._allowed[rest]
+
+    def advance(self, tokens: Tensor, logprobs: Tensor) -> None:
+        """After each row took `tokens` (N,) at `logprobs` (N,): add forced ones to the offset, shorten the rests."""
+        if self._now is not None:  # a row that did not take its forced token is dead (-inf): leave its offset
+            self.offset += torch.where((self._now >= 0) & (logprobs > NEG_INF), logprobs, 0.0)
+        if any(self.rest):
+            for row, token in enumerate(tokens.tolist()):
+                rest = self.rest[row]
+                if rest and (self._now is None or int(self._now[row]) < 0):
+                    piece = self.pieces[token] if token < len(self.pieces) else ""
+                    self.rest[row] = rest[len(piece) :] if rest.startswith(piece) and piece else ""
+
+    def select(self, rows: Tensor) -> None:
+        """Keep `rows` (indices into the current rows, repeats allowed)."""
+        self.forced = self.forced.index_select(0, rows)
+        self.offset = self.offset.index_select(0, rows)
+        if self._now is not None:
+            self._now = self._now.index_select(0, rows)
+        if any(self.rest):
+            self.rest = [self.rest[i] for i in rows.tolist()]
+        else:
+            self.rest = [""] * rows.numel()
