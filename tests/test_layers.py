@@ -21,7 +21,11 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess:
     """import-linter's contracts of pyproject.toml checked on the package under `root`."""
     return subprocess.run(
         [str(LINT_IMPORTS), "--no-cache", "--config", str(root / "pyproject.toml")],
-        capture_output=True, text=True, timeout=300, cwd=root, env={"PYTHONPATH": str(root), "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": ""},
     )
 
 

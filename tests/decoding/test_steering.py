@@ -125,7 +125,8 @@ def test_the_first_pieces_spell_the_typed_word(settings):
     model = tiny_model(seed=4, vocab=len(PIECES))
     src = torch.randint(3, len(PIECES), (3, 7), generator=torch.Generator().manual_seed(0))
     controls = Controls(prefixes=[[8], [], [16]], partial=["▁pl", "▁p", "▁"], pieces=PIECES)
-    for hyps, (prefix, typed) in zip(run(model, src, controls, **settings), [("▁the", "▁pl"), ("", "▁p"), ("▁dog", "▁")]):
+    expected = [("▁the", "▁pl"), ("", "▁p"), ("▁dog", "▁")]
+    for hyps, (prefix, typed) in zip(run(model, src, controls, **settings), expected):
         for hyp in hyps:
             spelled = "".join(PIECES[t] for t in hyp.tokens[hyp.forced :])
             assert "".join(PIECES[t] for t in hyp.tokens[: hyp.forced]) == prefix

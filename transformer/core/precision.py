@@ -45,6 +45,7 @@ COMPUTE_TYPES = {name: kind.ctranslate2 for name, kind in PRECISIONS.items() if 
 SCORED_IN = "fp32"
 TRANSLATED_IN = AUTO
 
+
 def named(type_name: str) -> str:
     """Our name of a torch dtype (`float32` → fp32) or a CTranslate2 compute type (`int8_float32` → int8); a type
     the table lacks as it is."""

@@ -94,7 +94,6 @@ class Greedy(Strategy):
         return dict(beam_size=1, length_penalty=0.0)  # scores are the raw log-probability
 
 
-
 class Beam(Strategy):
     name, help = "beam", "beam search: the best `n_best` hypotheses under a length penalty"
     options = {
@@ -136,7 +135,6 @@ class Beam(Strategy):
         return dict(beam_size=cfg.beam_size, num_hypotheses=cfg.n_best, length_penalty=alpha)
 
 
-
 class Sample(Strategy):
     name, help = "sample", "random sampling: temperature, then top-k and/or nucleus (top-p)"
     options = {
@@ -159,7 +157,6 @@ class Sample(Strategy):
         top_k = min(cfg.top_k, vocab_size)  # 0 = all, as ours
         sampling = dict(sampling_topk=top_k, sampling_topp=cfg.top_p, sampling_temperature=cfg.temperature)
         return dict(beam_size=1, length_penalty=0.0) | sampling
-
 
 
 class MBR(Strategy):
@@ -193,7 +190,6 @@ class MBR(Strategy):
 
     def title(self, cfg) -> str:
         return f"mbr, {cfg.utility} over {cfg.candidates} from {cfg.candidates_from}"
-
 
 
 STRATEGIES: dict[str, Strategy] = {entry.name: entry for entry in (Greedy(), Beam(), Sample(), MBR())}
