@@ -136,3 +136,27 @@ def test_the_first_pieces_spell_the_typed_word(settings):
 def test_a_prefix_must_leave_room_under_the_limit(model):
     with pytest.raises(ValueError, match="rows \\[1\\]"):
         run(model, source(), Controls(prefixes=[[5], [5] * 6, [], []]), max_len=6, strategy="greedy")
+
+
+@pytest.mark.parametrize("settings", STRATEGIES[:2], ids=lambda s: s["strategy"])
+def test_alternatives_differ_in_their_first_piece_and_the_best_is_the_search_itself(model, settings):
+    src = source(3)
+    prefixes = [[5, 6], [], [9], [10, 11, 12]]
+    plain = run(
+        model, src, Controls(prefixes=prefixes), **{**settings, "n_best": 1} if "n_best" in settings else settings
+    )
+    found = run(model, src, Controls(prefixes=prefixes, alternatives=3), **settings)
+    for prefix, (best,), hyps in zip(prefixes, plain, found):
+        assert len(hyps) == 3
+        firsts = [h.tokens[len(prefix)] for h in hyps]
+        assert len(set(firsts)) == 3 and all(h.tokens[: len(prefix)] == prefix for h in hyps)
+        first_scores = [h.token_scores[len(prefix)] for h in hyps]
+        assert first_scores == sorted(first_scores, reverse=True)
+        if best.tokens[len(prefix) : len(prefix) + 1] == [firsts[0]]:
+            assert hyps[0].tokens == best.tokens
+            assert hyps[0].logprob == pytest.approx(best.logprob, abs=1e-5)
+
+
+def test_alternatives_need_room_for_a_piece_after_the_prefix(model):
+    with pytest.raises(ValueError, match="rows \\[0\\]"):
+        run(model, source(), Controls(prefixes=[[5] * 5, [], [], []], alternatives=2), max_len=6, strategy="greedy")

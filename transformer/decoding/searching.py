@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from transformer.core.config import DecodingConfig
+from transformer.decoding.alternatives import alternatives
 from transformer.decoding.beam import beam
 from transformer.decoding.mbr import mbr
 from transformer.decoding.one_best import greedy, greedy_ids, sample
@@ -67,10 +68,14 @@ def search(
     into text for a strategy that compares translations; `controls` steer each sentence (`decoding.steering`).
     """
     limit = _prepared(model, src, options, max_len)
-    too_long = [i for i, n in enumerate(forced_lengths(controls, src.size(0))) if n >= int(limit[i])]
+    room = 1 + bool(controls is not None and controls.alternatives)  # a token after the prefix, and its first piece
+    too_long = [i for i, n in enumerate(forced_lengths(controls, src.size(0))) if n + room > int(limit[i])]
     if too_long:
         raise ValueError(f"the prefixes of rows {too_long} leave no room under their output limits")
-    return SEARCHES[options.strategy](model, src, options, limit, generator, text, controls)
+    strategy = SEARCHES[options.strategy]
+    if controls is not None and controls.alternatives:
+        return alternatives(strategy, model, src, options, limit, generator, text, controls)
+    return strategy(model, src, options, limit, generator, text, controls)
 
 
 @torch.inference_mode()

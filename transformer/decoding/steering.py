@@ -24,13 +24,20 @@ class Controls:
     `prefixes`: per sentence, target ids forced first ([] none). `partial`: per sentence, characters in piece form
     ("▁pl": a word starting "pl") that the first searched pieces must spell out before the search is free ("" none;
     needs `pieces`, the target pieces by id, "" for a piece that spells nothing). `suppress`: id sequences no
-    hypothesis may contain (a prefix may).
+    hypothesis may contain (a prefix may). `alternatives`: k > 0 asks for the k likeliest first pieces after each
+    prefix, each completed (`decoding.alternatives`).
     """
 
     prefixes: list[list[int]] | None = None
     partial: list[str] | None = None
     suppress: list[list[int]] = field(default_factory=list)
     pieces: list[str] | None = None
+    alternatives: int = 0
+
+    def rest_after(self, rest: str, token: int) -> str:
+        """What is left of `rest` to spell once `token` is taken ("" once spelled, or where the token does not)."""
+        piece = self.pieces[token] if self.pieces is not None and token < len(self.pieces) else ""
+        return rest[len(piece) :] if piece and rest.startswith(piece) else ""
 
     def rows(self, index: Tensor) -> "Controls":
         """These controls for the sentences `index` (repeats allowed), in that order."""
@@ -62,7 +69,7 @@ class Steering:
             self.forced[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         self.forced = self.forced.to(device)
         self.rest = list(controls.partial) if controls.partial is not None else [""] * batch
-        self.pieces = controls.pieces or []
+        self.controls = controls
         self.singles = torch.tensor([s[0] for s in controls.suppress if len(s) == 1], dtype=torch.long, device=device)
         self.suppress = [torch.tensor(s, dtype=torch.long, device=device) for s in controls.suppress if len(s) > 1]
         self.offset = torch.zeros(batch, device=device)  # (N,): log-probability of the row's forced tokens
@@ -100,7 +107,7 @@ class Steering:
 
     def _completions(self, rest: str) -> Tensor:
         if rest not in self._allowed:
-            self._allowed[rest] = torch.tensor(completions(self.pieces, rest), dtype=torch.long)
+            self._allowed[rest] = torch.tensor(completions(self.controls.pieces or [], rest), dtype=torch.long)
         return self._allowed[rest]
 
     def advance(self, tokens: Tensor, logprobs: Tensor) -> None:
@@ -108,11 +115,10 @@ class Steering:
         if self._now is not None:  # a row that did not take its forced token is dead (-inf): leave its offset
             self.offset += torch.where((self._now >= 0) & (logprobs > NEG_INF), logprobs, 0.0)
         if any(self.rest):
+            free = [True] * len(self.rest) if self._now is None else (self._now < 0).tolist()
             for row, token in enumerate(tokens.tolist()):
-                rest = self.rest[row]
-                if rest and (self._now is None or int(self._now[row]) < 0):
-                    piece = self.pieces[token] if token < len(self.pieces) else ""
-                    self.rest[row] = rest[len(piece) :] if rest.startswith(piece) and piece else ""
+                if self.rest[row] and free[row]:
+                    self.rest[row] = self.controls.rest_after(self.rest[row], token)
 
     def select(self, rows: Tensor) -> None:
         """Keep `rows` (indices into the current rows, repeats allowed)."""
