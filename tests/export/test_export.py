@@ -194,6 +194,51 @@ def test_ctranslate2_never_generates_bos_or_pad_either(toy, tmp_path):
         assert all(a.score >= b.score for a, b in zip(hyps, hyps[1:]))
 
 
+def prefixes_of(toy, ckpt) -> list[str]:
+    """A prefix per test sentence: the first words of its greedy translation, one changed, so that the search is
+    pushed off its own path; a word boundary ends each (CTranslate2 forces a prefix's pieces as they are)."""
+    found = Translator(ckpt.model, ckpt.tokenizer, DecodingConfig(strategy="greedy")).translate(toy["sentences"])
+    words = [text.split()[:2] for text in found]
+    return [" ".join([w[-1][::-1], *w[1:]]) if w else "" for w in words]
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        DecodingConfig(strategy="greedy"),
+        DecodingConfig(strategy="beam", beam_size=4, n_best=3),
+        DecodingConfig(strategy="greedy", alternatives=3),
+        DecodingConfig(strategy="beam", beam_size=4, alternatives=3, length_penalty=0.0),
+        DecodingConfig(strategy="greedy", suppress=["the", "a dog"], ban_unk=True),
+    ],
+    ids=["greedy", "beam", "greedy-alternatives", "beam-alternatives", "suppress"],
+)
+def test_ctranslate2_steered_by_a_prefix_gives_our_ids_and_scores(toy, ct2_exports, cfg):
+    """A prefix, alternatives and suppressed phrases through CTranslate2 give our ids and scores in fp32 (ours forcing
+    a prefix as CTranslate2 does: its pieces as SentencePiece splits it). Alternatives: at length penalty 0, where
+    CTranslate2 normalises a continuation by its own length, ours by the whole. Suppressed phrases: greedy, since
+    CTranslate2's beam ranks by log-probabilities raised by the suppression (see ctranslate2_engine)."""
+    ckpt = load_checkpoint(str(toy["pre"]))
+    prefixes = prefixes_of(toy, ckpt)
+    ours = Translator(ckpt.model, ckpt.tokenizer, cfg)
+    ours.spells_words = False
+    mine = ours.search(toy["sentences"], prefixes=prefixes)
+    theirs = CTranslate2Translator(str(ct2_exports["pre_none"]), cfg).search(toy["sentences"], prefixes=prefixes)
+    compared = 0
+    for (_, our_hyps), (_, their_hyps), prefix in zip(mine, theirs, prefixes):
+        assert [h.tokens for h in their_hyps] == [h.tokens for h in our_hyps], prefix
+        for a, b in zip(our_hyps, their_hyps):
+            assert (a.forced, b.score, b.logprob) == (
+                b.forced,
+                pytest.approx(a.score, abs=1e-3),
+                pytest.approx(a.logprob, abs=1e-3),
+            )
+            compared += 1
+    assert compared >= len(toy["sentences"]) - 1
+    texts = [ours.detokenize(hyps, prefix) for (_, hyps), prefix in zip(mine, prefixes)]
+    assert all(text.startswith(prefix) for found, prefix in zip(texts, prefixes) for text in found)
+
+
 @pytest.fixture(scope="module")
 def marian(toy) -> Path:
     folder = toy["dir"] / "marian_post"

@@ -280,6 +280,10 @@ class DecodingBase:
     no_repeat_ngram_size: int = bounded(0, ge=0)  # forbid repeating any n-gram of this size; 0 = off
     batch_size: int = bounded(64, ge=1)  # sentences per decoding batch
     tag: str = ""  # translate "as" the training corpus with this tag (data.tag, data.extra_train.NAME.tag); "" = none
+    # Steering (core.strategies.CONTROLS; which strategies honour each, there). Words as the target text spells them:
+    suppress: list[str] = field(default_factory=list)  # target words or phrases never generated
+    ban_unk: bool = False  # never generate the unknown piece
+    alternatives: int = bounded(0, ge=0)  # k > 0: the k likeliest next pieces after each prefix, each completed
     # Our engine's linear maps on CPU: fp32 (exact), bf16 (where the CPU has bf16 products, else fp32 with a warning),
     # int8 (weights with one scale per output row, activations per row; else fp32 with a warning) or auto (int8 where
     # it runs, else fp32, silently: what translate/serve/backtranslate use, `user_decoding`); layer norm and softmax

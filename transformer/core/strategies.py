@@ -55,6 +55,7 @@ class Strategy:
     help: ClassVar[str]
     options: ClassVar[dict[str, Option]] = {}
     borrows: ClassVar[tuple[str, ...]] = ()
+    controls: ClassVar[frozenset[str]] = frozenset()  # the entries of `CONTROLS` its search honours
     flag: ClassVar[str | None] = None  # a request's true/false switch for this strategy (sampling=true)
     flag_off: ClassVar[str] = ""  # what a request gets that sets `flag` false on a server with this default
 
@@ -89,6 +90,7 @@ class Strategy:
 
 class Greedy(Strategy):
     name, help = "greedy", "the likeliest token at each step"
+    controls = frozenset({"prefix", "alternatives", "suppress"})
 
     def ctranslate2(self, cfg, vocab_size: int) -> dict:
         return dict(beam_size=1, length_penalty=0.0)  # scores are the raw log-probability
@@ -96,6 +98,7 @@ class Greedy(Strategy):
 
 class Beam(Strategy):
     name, help = "beam", "beam search: the best `n_best` hypotheses under a length penalty"
+    controls = frozenset({"prefix", "alternatives", "suppress"})
     options = {
         "beam_size": Option(5, "hypotheses kept at each step", {"ge": 1}, request={"le": 16}),
         "n_best": Option(
@@ -145,6 +148,7 @@ class Sample(Strategy):
             0, "seeds the generator; a request without one draws a random seed", request={"ge": 0, "lt": 2**63}
         ),
     }
+    controls = frozenset({"prefix", "suppress"})
     flag, flag_off = "sampling", "beam"
 
     def draws(self, cfg) -> bool:
@@ -174,6 +178,7 @@ class MBR(Strategy):
         "utility": Option("chrf", "sacreBLEU's sentence-level chrf or bleu", choices=("chrf", "bleu"), request={}),
     }
     borrows = ("n_best", "length_penalty", "length_penalty_kind", "top_k", "top_p", "temperature", "seed")
+    controls = frozenset({"prefix", "suppress"})
 
     def problems(self, cfg, prefix: str) -> list[str]:
         if cfg.n_best > cfg.candidates:
@@ -193,6 +198,27 @@ class MBR(Strategy):
 
 
 STRATEGIES: dict[str, Strategy] = {entry.name: entry for entry in (Greedy(), Beam(), Sample(), MBR())}
+
+# What steers a search besides its settings (`transformer.decoding.steering`), by name; `Strategy.controls` says
+# which strategies honour each, `CTRANSLATE2_CONTROLS` which engine=ctranslate2 has.
+CONTROLS = {
+    "prefix": "target text the translation starts with; an unfinished last word is completed",
+    "alternatives": "the k likeliest next pieces after the prefix, each completed to a whole translation",
+    "suppress": "target words or phrases never generated (ban_unk: the unknown piece)",
+}
+CTRANSLATE2_CONTROLS = frozenset({"prefix", "alternatives", "suppress"})
+
+
+def control_problems(strategy: str, asked: list[str], engine: str = "pytorch") -> list[str]:
+    """What is wrong with asking `strategy` on `engine` for the controls `asked` (names of `CONTROLS`)."""
+    found = []
+    for name in asked:
+        honour = [other for other, entry in STRATEGIES.items() if name in entry.controls]
+        if strategy in STRATEGIES and name not in STRATEGIES[strategy].controls:
+            found.append(f"decoding={strategy} does not take {name}: use decoding={' or '.join(honour)}")
+        elif engine == "ctranslate2" and name not in CTRANSLATE2_CONTROLS:
+            found.append(f"engine=ctranslate2 has no {name}: use engine=pytorch")
+    return found
 
 
 def options() -> dict[str, Option]:

@@ -127,6 +127,11 @@ class Tokenizer:
         """The corpus tags the source vocabulary holds, by name."""
         return tuple(piece[1:-1] for piece in self._src_tags.ids.values())
 
+    @property
+    def tgt_tag_ids(self) -> frozenset[int]:
+        """The ids of the tag pieces in the target vocabulary (a joint one holds the source's)."""
+        return frozenset(self._tgt_tags.ids)
+
     def tag_prefix(self, tag: str) -> list[int]:
         """The ids that start a source sentence translated "as" the corpus tagged `tag`: [] for "" (no tag)."""
         if not tag:

@@ -46,7 +46,7 @@ def alternatives(search, model, src, options, limit, generator, text, controls: 
     chosen = [piece for found in firsts for piece, _ in found]
     extended = [p + [c] for p, c in zip(steered.prefixes or [[]] * len(chosen), chosen)]
     rests = None if steered.partial is None else [steered.rest_after(r, c) for r, c in zip(steered.partial, chosen)]
-    steered = replace(steered, prefixes=extended, partial=rests, alternatives=0)
+    steered = replace(steered, prefixes=extended, partial=rests, alternatives=0, lone_end=False)
     one = replace(options, n_best=1) if options.strategy == "beam" else options
     rows = index.to(src.device)
     completed = search(model, src[rows], one, limit[rows], generator, text, steered)

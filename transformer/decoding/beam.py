@@ -127,6 +127,9 @@ def beam(
     # its current one over the largest divisor it could still reach.
     best_divisor = divisor.cummax(0).values[limit - 1]  # (B,), as `limit`: per sentence still searched
     forced = forced_lengths(controls, batch)
+    # Right after a prefix only the best candidate may end the sentence (CTranslate2's rule, its issue #277): the
+    # one live hypothesis' other candidates would fill the n-best with the prefix alone.
+    first_free = torch.tensor(forced, device=device) if controls is not None and controls.lone_end else None
     if controls is None and applies(model, src, options):  # on a GPU: a CUDA graph per step
         search = StaticSearchState(model, src, options, longest)
     else:
@@ -134,12 +137,21 @@ def beam(
     pool = _Pool(batch, options.n_best, longest, model.pad_id, device)
     scores = torch.zeros(batch, 1, device=device)  # (B, W): the live hypotheses' log-probabilities, in slot order
     may_finish = torch.arange(2 * k, device=device) < k  # by rank: only the top K candidates finish
+    first_rank = torch.arange(2 * k, device=device) == 0
     active = torch.arange(batch, device=device)  # original sentence of each batch position
     results: list[list[Hypothesis]] = [[] for _ in range(batch)]
     for t in range(longest):
         width = scores.size(1)
         top_scores, top_logp, top_tok, rows = _candidates(scores, search.step(), 2 * k)  # (B, C), C ≤ 2K
         is_eos = top_tok == eos_id
+        if first_free is not None:  # such an end holds its rank's place as a dead hypothesis, as in CTranslate2
+            after_prefix = (first_free[active] == t) & (first_free[active] > 0)  # (B,)
+            late = is_eos & after_prefix[:, None] & ~first_rank[: is_eos.size(1)]
+            top_scores, top_tok, is_eos = (
+                top_scores.masked_fill(late, NEG_INF),
+                top_tok.masked_fill(late, model.pad_id),
+                is_eos & ~late,
+            )
         last = limit == t + 1  # (B,)
         finishing = (is_eos | last[:, None]) & may_finish[: top_scores.size(1)] & (top_scores > NEG_INF)
         if finishing.any():

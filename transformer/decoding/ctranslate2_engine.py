@@ -14,8 +14,12 @@ batch is searched free first, and only the sentences whose hypotheses hold
 `<pad>` or `<s>` (a weakly trained model's favourites) are searched again with
 them suppressed and their hypotheses rescored by the model (`score_batch`):
 greedy search then gives our ids and scores, beam search ranks by the
-suppressed scores. `token_scores` are not reported (empty). Sampling draws from
-one random stream per translator, seeded by decoding.seed when it is built
+suppressed scores. Suppressed phrases (`decoding.suppress`, `ban_unk`) go to CTranslate2 the same way, and
+alternatives (`decoding.alternatives`, whose first piece CTranslate2 scores as if the sentence could not end
+there): such hypotheses are rescored by the model, so greedy search and alternatives give our ids and scores (at
+length penalty 0: CTranslate2 divides an alternative's continuation by its own length, ours by the whole), and
+beam search with suppressed phrases ranks by the raised scores. `token_scores` are not reported (empty).
+Sampling draws from one random stream per translator, seeded by decoding.seed when it is built
 (CTranslate2 seeds each worker thread once): the same command gives the same
 samples, but a second search of the same translator continues the stream.
 """
@@ -37,7 +41,8 @@ from transformer.core.strategies import STRATEGIES
 from transformer.data.tokenizer import Tokenizer
 from transformer.decoding.beam import penalty_divisor
 from transformer.decoding.search_state import Hypothesis, SearchOptions, strip_eos
-from transformer.decoding.translator import TextTranslator
+from transformer.decoding.steering import Controls, forced_lengths
+from transformer.decoding.translator import Steer, TextTranslator
 
 CONFIG_FILE = "transformer_config.yaml"  # an export's training config, for `transformer-evaluate split=...`
 
@@ -66,8 +71,11 @@ def load_export(directory: str) -> tuple[Export, Tokenizer]:
 class CTranslate2Translator(TextTranslator):
     """A CTranslate2 export, its tokenizer and the decoding settings; `search`/`translate` as `Translator`'s.
 
-    A call's `generator` is not used: CTranslate2 samples from its own (see the module docstring).
+    A call's `generator` is not used: CTranslate2 samples from its own (see the module docstring). A prefix is
+    forced as SentencePiece splits it, an unfinished last word too (CTranslate2's `target_prefix`).
     """
+
+    spells_words = False
 
     def __init__(self, directory: str, cfg: DecodingConfig, device: str = "cpu", exact: bool = True, **options):
         """`device`: cpu, cuda or auto; `options` go to `ctranslate2.Translator` (compute_type, intra_threads)."""
@@ -83,8 +91,8 @@ class CTranslate2Translator(TextTranslator):
             raise UserError(f"{directory}: CTranslate2 cannot load it ({err})") from err
         self.precision = named(self.engine.compute_type)
 
-    def _arguments(self, options: SearchOptions, max_len: int) -> dict:
-        """translate_batch arguments for `options` and an output limit."""
+    def _arguments(self, options: SearchOptions, max_len: int, controls: Controls | None) -> dict:
+        """translate_batch arguments for `options`, an output limit and the batch's `controls`."""
         arguments = dict(
             max_decoding_length=max_len,
             min_decoding_length=options.min_len,
@@ -96,39 +104,63 @@ class CTranslate2Translator(TextTranslator):
         strategy = STRATEGIES[options.strategy].ctranslate2(options, self.tokenizer.tgt_vocab_size)
         if "num_hypotheses" in strategy:  # beam search: as ours, every finished hypothesis there can be (see above)
             strategy["patience"] = float(max_len) if self.exact else 1.0
+        if controls is not None and controls.prefixes is not None:
+            arguments["target_prefix"] = [self._tgt_pieces(prefix) for prefix in controls.prefixes]
+        if controls is not None and controls.alternatives:
+            strategy |= dict(return_alternatives=True, num_hypotheses=controls.alternatives)
         return arguments | strategy
 
-    def _translate(self, pieces: list[list[str]], options: SearchOptions, max_len: int) -> list[list[Hypothesis]]:
-        """The hypotheses of a batch of source pieces, none holding `<pad>` or `<s>` (see the module docstring)."""
-        arguments = self._arguments(options, max_len)
-        results = self.engine.translate_batch(pieces, **arguments)
+    def _tgt_pieces(self, ids: list[int]) -> list[str]:
+        return [self.tokenizer.tgt.id_to_piece(i) for i in ids]
+
+    def _translate(
+        self, pieces: list[list[str]], options: SearchOptions, max_len: int, controls: Controls | None
+    ) -> list[list[Hypothesis]]:
+        """The hypotheses of a batch of source pieces, none holding `<pad>` or `<s>`, scored as ours are (see the
+        module docstring)."""
+        arguments = self._arguments(options, max_len, controls)
+        suppress = [self._tgt_pieces(ids) for ids in controls.suppress] if controls is not None else []
+        forced = forced_lengths(controls, len(pieces))
+        results = self.engine.translate_batch(pieces, suppress_sequences=suppress or None, **arguments)
+        found = [result.hypotheses for result in results]
         alpha, hyps = arguments["length_penalty"], []
-        for result in results:
+        for result, n in zip(results, forced):
             pairs = zip(result.hypotheses, result.scores)
-            hyps.append([self._hypothesis(t, score, score * _divisor(t, alpha)) for t, score in pairs])
-        again = [j for j, result in enumerate(results) if any(self.never.intersection(t) for t in result.hypotheses)]
+            hyps.append([self._hypothesis(t, score, score * _divisor(t, alpha), n) for t, score in pairs])
+        again = [j for j, targets in enumerate(found) if any(self.never.intersection(t[forced[j] :]) for t in targets)]
         if again:
-            suppressed = [[piece] for piece in sorted(self.never)]
-            redone = self.engine.translate_batch([pieces[j] for j in again], suppress_sequences=suppressed, **arguments)
-            for j, result in zip(again, redone):
-                hyps[j] = self._rescored(pieces[j], result.hypotheses, alpha)
+            redo = dict(arguments, suppress_sequences=suppress + [[piece] for piece in sorted(self.never)])
+            if "target_prefix" in redo:
+                redo["target_prefix"] = [redo["target_prefix"][j] for j in again]
+            for j, result in zip(again, self.engine.translate_batch([pieces[j] for j in again], **redo)):
+                found[j] = result.hypotheses
+        alternatives = bool(controls is not None and controls.alternatives)
+        for j in range(len(pieces)) if suppress or alternatives else again:
+            hyps[j] = self._rescored(pieces[j], found[j], alpha, forced[j], alternatives)
         return hyps
 
-    def _rescored(self, source: list[str], targets: list[list[str]], alpha: float) -> list[Hypothesis]:
-        """The hypotheses `targets`, scored by the model's own log-probabilities over CTranslate2's length penalty
-        `alpha`, best first."""
+    def _rescored(
+        self, source: list[str], targets: list[list[str]], alpha: float, forced: int, alternatives: bool
+    ) -> list[Hypothesis]:
+        """The hypotheses `targets` scored by the model's own log-probabilities after their `forced` first pieces,
+        over CTranslate2's length penalty `alpha`: best first, or as alternatives in their order (the first piece's
+        log-probability added to the score of the rest: `decoding.alternatives`)."""
         scored = self.engine.score_batch([source] * len(targets), targets, max_input_length=0)
-        logprobs = [sum(s.log_probs[: len(t)]) for s, t in zip(scored, targets)]  # score_batch appends an EOS
-        hyps = [self._hypothesis(t, lp / _divisor(t, alpha), lp) for t, lp in zip(targets, logprobs)]
-        return sorted(hyps, key=lambda h: h.score, reverse=True)
+        hyps = []
+        for target, result in zip(targets, scored):
+            logprobs = result.log_probs[forced : len(target)]  # score_batch appends an EOS
+            first = logprobs[0] if alternatives else 0.0
+            score = (sum(logprobs) - first) / _divisor(target, alpha) + first
+            hyps.append(self._hypothesis(target, score, sum(logprobs), forced))
+        return hyps if alternatives else sorted(hyps, key=lambda h: h.score, reverse=True)
 
-    def _hypothesis(self, target: list[str], score: float, logprob: float) -> Hypothesis:
-        """Our `Hypothesis` of target pieces (EOS included where generated)."""
+    def _hypothesis(self, target: list[str], score: float, logprob: float, forced: int) -> Hypothesis:
+        """Our `Hypothesis` of target pieces (EOS included where generated), the first `forced` of them a prefix."""
         ids = [self.tokenizer.tgt.piece_to_id(p) for p in target]
-        return Hypothesis(strip_eos(ids, EOS_ID), score, logprob, [])
+        return Hypothesis(strip_eos(ids, EOS_ID), score, logprob, [], forced)
 
     def _search_batches(
-        self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator=None
+        self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator, steer: Steer
     ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
         STRATEGIES[options.strategy].ctranslate2(options, 0)  # refuses what CTranslate2 cannot do before any work
         todo = sorted(todo, key=lambda i: len(ids[i]))
@@ -138,8 +170,11 @@ class CTranslate2Translator(TextTranslator):
             rows = list(same)
             for start in range(0, len(rows), self.cfg.batch_size):
                 batch = rows[start : start + self.cfg.batch_size]
-                pieces = [[self.tokenizer.src.id_to_piece(t) for t in ids[i]] for i in batch]
-                yield batch, self._translate(pieces, options, limit_of_group)
+                pieces = [self._src_pieces(ids[i]) for i in batch]
+                yield batch, self._translate(pieces, options, limit_of_group, steer(batch))
+
+    def _src_pieces(self, ids: list[int]) -> list[str]:
+        return [self.tokenizer.src.id_to_piece(t) for t in ids]
 
 
 def _divisor(target: list[str], alpha: float) -> float:

@@ -25,7 +25,8 @@ class Controls:
     ("▁pl": a word starting "pl") that the first searched pieces must spell out before the search is free ("" none;
     needs `pieces`, the target pieces by id, "" for a piece that spells nothing). `suppress`: id sequences no
     hypothesis may contain (a prefix may). `alternatives`: k > 0 asks for the k likeliest first pieces after each
-    prefix, each completed (`decoding.alternatives`).
+    prefix, each completed (`decoding.alternatives`). `lone_end`: a beam lets only its best candidate end a sentence
+    right after its prefix.
     """
 
     prefixes: list[list[int]] | None = None
@@ -33,6 +34,7 @@ class Controls:
     suppress: list[list[int]] = field(default_factory=list)
     pieces: list[str] | None = None
     alternatives: int = 0
+    lone_end: bool = True
 
     def rest_after(self, rest: str, token: int) -> str:
         """What is left of `rest` to spell once `token` is taken ("" once spelled, or where the token does not)."""

@@ -9,7 +9,7 @@ service all go through `Translator`, so they decode with identical settings;
 import copy
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from tqdm import tqdm
@@ -20,12 +20,15 @@ from transformer.data.batching import pad
 from transformer.data.tokenizer import Tokenizer
 from transformer.decoding.search_state import Hypothesis, SearchOptions
 from transformer.decoding.searching import search
+from transformer.decoding.steered_text import TypedPrefix, steered_text, suppressed, target_pieces, typed_prefix
+from transformer.decoding.steering import Controls
 from transformer.fast_inference import decoded_in, inference_copy
 from transformer.models.interface import Seq2SeqModel
 
 log = logging.getLogger(__name__)
 
 Searched = list[tuple[list[int], list[Hypothesis]]]  # per sentence: source ids, hypotheses best first
+Steer = Callable[[list[int]], Controls | None]  # the controls of a batch of sentences (indices into a call's)
 
 
 def encode_sources(
@@ -52,21 +55,75 @@ class TextTranslator(ABC):
     """Sentences in, hypotheses or texts out, over an engine that searches batches of source ids.
 
     A call holds no state on the translator: its options (default: those of `cfg`) and its
-    sampling generator are its own.
+    sampling generator are its own. A call may steer each sentence with a prefix (`steered_text`); `cfg` steers
+    every sentence with its suppressed phrases and alternatives.
     """
 
     tokenizer: Tokenizer
     max_positions: int  # the longest source (EOS included) the engine takes
     precision: str  # what the engine searches in (fp32, int8, ...): a BLEU figure states it
+    spells_words: bool = True  # whether its search can complete a prefix's unfinished word (`steered_text`)
 
     def __init__(self, cfg: DecodingConfig):
         self.cfg, self.options = cfg, SearchOptions.from_config(cfg)  # ValueError on impossible settings
+        self._pieces: list[str] | None = None
 
     @abstractmethod
     def _search_batches(
-        self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator: torch.Generator | None
+        self,
+        ids: list[list[int]],
+        todo: list[int],
+        options: SearchOptions,
+        generator: torch.Generator | None,
+        steer: Steer,
     ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
-        """Search the sentences `todo` (indices into `ids`) batch by batch: (indices, their hypotheses)."""
+        """Search the sentences `todo` (indices into `ids`) batch by batch, each steered by `steer` of its
+        indices: (indices, their hypotheses)."""
+
+    def typed(self, prefix: str) -> TypedPrefix:
+        """`prefix` as this engine forces it: the ids forced and the rest of an unfinished word to spell."""
+        if self.spells_words and self._pieces is None:
+            self._pieces = target_pieces(self.tokenizer)
+        return typed_prefix(self.tokenizer, prefix, self._pieces if self.spells_words else None)
+
+    def _steer(self, typed: list[TypedPrefix] | None) -> Steer:
+        """The controls of a batch: the prefixes `typed` of its sentences, and `cfg`'s suppressed phrases and
+        alternatives; None when nothing steers."""
+        cfg = self.cfg
+        suppress = suppressed(self.tokenizer, list(cfg.suppress), cfg.ban_unk)
+        if typed is None and not suppress and not cfg.alternatives:
+            return lambda rows: None
+        pieces = self._pieces if self.spells_words else None
+
+        def steer(rows: list[int]) -> Controls:
+            prefixes = None if typed is None else [typed[i].forced for i in rows]
+            partial = None if typed is None or pieces is None else [typed[i].rest for i in rows]
+            return Controls(prefixes, partial, suppress, pieces, cfg.alternatives)
+
+        return steer
+
+    def _with_room(
+        self, ids: list[list[int]], todo: list[int], typed: list[TypedPrefix] | None, options: SearchOptions
+    ) -> list[int]:
+        """`todo` without the sentences whose prefix leaves no room under their output limit (each logged)."""
+        if typed is None:
+            return todo
+        lengths = torch.tensor([len(ids[i]) + 1 for i in todo], dtype=torch.long)  # EOS included
+        limits = options.output_limits(lengths, self.max_positions).tolist()
+        room = 1 + bool(self.cfg.alternatives)  # a piece after the prefix, and the alternative's first one
+        kept = []
+        for i, limit in zip(todo, limits):
+            if len(typed[i].forced) + room > limit:
+                log.error(
+                    "sentence %d: its prefix has %d pieces, and its output limit of %d (decoding.max_len_a, "
+                    "max_len_b) leaves no room after them; it is left untranslated",
+                    i + 1,
+                    len(typed[i].forced),
+                    limit,
+                )
+            else:
+                kept.append(i)
+        return kept
 
     def search(
         self,
@@ -75,17 +132,21 @@ class TextTranslator(ABC):
         options: SearchOptions | None = None,
         generator: torch.Generator | None = None,
         bar: tqdm | None = None,
+        prefixes: list[str] | None = None,
     ) -> Searched:
         """Each sentence's source ids and hypotheses (best first), in input order.
 
         A blank sentence, or one longer than the model allows (logged), gets no hypotheses. `bar`: a progress bar
-        to advance instead of this call's own.
+        to advance instead of this call's own. `prefixes`: the target text each translation starts with ("": none).
         """
+        options = options or self.options
         ids, todo = encode_sources(self.tokenizer, sentences, self.max_positions, self.cfg.tag)
+        typed = None if prefixes is None else [self.typed(p) for p in prefixes]
+        todo = self._with_room(ids, todo, typed, options)
         out: Searched = [(x, []) for x in ids]
         disable = not progress or bar is not None
         with tqdm(total=len(todo), desc="translating", unit="sent", disable=disable, leave=False) as own:
-            for rows, hyps in self._search_batches(ids, todo, options or self.options, generator):
+            for rows, hyps in self._search_batches(ids, todo, options, generator, self._steer(typed)):
                 for i, sentence_hyps in zip(rows, hyps):
                     out[i] = (ids[i], sentence_hyps)
                 (own if bar is None else bar).update(len(rows))  # a bar without a total has no truth value
@@ -95,9 +156,12 @@ class TextTranslator(ABC):
         """A sampling generator seeded with `seed` (default: `cfg.seed`); None: this engine samples from its own."""
         return None
 
-    def detokenize(self, hyps: list[Hypothesis]) -> list[str]:
-        """The text of each hypothesis."""
-        return self.tokenizer.decode_tgt([h.tokens for h in hyps])
+    def detokenize(self, hyps: list[Hypothesis], prefix: str = "") -> list[str]:
+        """The text of each hypothesis; searched after `prefix`, it starts with `prefix` exactly."""
+        if not prefix.strip():
+            return self.tokenizer.decode_tgt([h.tokens for h in hyps])
+        typed = self.typed(prefix)
+        return [steered_text(self.tokenizer, typed, h) for h in hyps]
 
     def translate_nbest(
         self,
@@ -105,11 +169,14 @@ class TextTranslator(ABC):
         progress: bool = False,
         options: SearchOptions | None = None,
         generator: torch.Generator | None = None,
+        prefixes: list[str] | None = None,
     ) -> list[list[tuple[str, float]]]:
-        """(translation, score) lists, best first, in input order; an untranslated sentence gets [("", 0.0)]."""
+        """(translation, score) lists, best first, in input order; an untranslated sentence gets [("", 0.0)].
+        `prefixes`: the target text each translation starts with ("": none)."""
         results = []
-        for _, hyps in self.search(sentences, progress, options, generator):
-            results.append([(text, h.score) for text, h in zip(self.detokenize(hyps), hyps)] or [("", 0.0)])
+        found = self.search(sentences, progress, options, generator, prefixes=prefixes)
+        for (_, hyps), prefix in zip(found, prefixes or [""] * len(found)):
+            results.append([(text, h.score) for text, h in zip(self.detokenize(hyps, prefix), hyps)] or [("", 0.0)])
         return results
 
     def translate(
@@ -118,9 +185,10 @@ class TextTranslator(ABC):
         progress: bool = False,
         options: SearchOptions | None = None,
         generator: torch.Generator | None = None,
+        prefixes: list[str] | None = None,
     ) -> list[str]:
         """The best translation of each sentence, in input order; a blank sentence translates to ''."""
-        return [hyps[0][0] for hyps in self.translate_nbest(sentences, progress, options, generator)]
+        return [hyps[0][0] for hyps in self.translate_nbest(sentences, progress, options, generator, prefixes)]
 
 
 class Translator(TextTranslator):
@@ -158,11 +226,17 @@ class Translator(TextTranslator):
             yield order[start : start + self.cfg.batch_size]
 
     def _search_batches(
-        self, ids: list[list[int]], todo: list[int], options: SearchOptions, generator: torch.Generator | None
+        self,
+        ids: list[list[int]],
+        todo: list[int],
+        options: SearchOptions,
+        generator: torch.Generator | None,
+        steer: Steer,
     ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
         if generator is None:  # one stream for the whole call, whatever the strategy draws
             generator = self.generator()
         for batch in self._batches([ids[i] for i in todo]):
             rows = [todo[j] for j in batch]
             src = pad([ids[i] + [EOS_ID] for i in rows]).to(self.device)
-            yield rows, search(self.inference_model, src, options, generator, text=self.tokenizer.decode_tgt)
+            text = self.tokenizer.decode_tgt
+            yield rows, search(self.inference_model, src, options, generator, text=text, controls=steer(rows))
