@@ -106,3 +106,31 @@ def test_evaluate_keeps_one_file_per_decoding(cli_setup):
     assert names == ["best.toy.beam5-fp32.hyp", "best.toy.sample-t1-k0-p0.9-seed3-fp32.hyp"]  # the precision it ran in
     for name in names:
         assert len((ckpt_dir / name).read_text().split("\n")) == 11  # 10 hypotheses and the last newline
+
+
+def test_prefixes_in_the_input_or_a_file_start_each_translation(cli_setup, tmp_path):
+    """prefix=true reads SOURCE<TAB>PREFIX, prefix_file=FILE the same prefixes: the same output, each line starting
+    with its prefix; a prefix with no room under the output limit leaves its line empty, with an error naming it."""
+    sources, prefixes = ["un chien", "le chat", "un homme", "une femme"], ["a dog ", "the ca", "", " ".join(["x"] * 80)]
+    (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{p}\n" for s, p in zip(sources, prefixes)))
+    (tmp_path / "src.txt").write_text("".join(f"{s}\n" for s in sources))
+    (tmp_path / "prefixes.txt").write_text("".join(f"{p}\n" for p in prefixes))
+    inline = _translate(cli_setup, f"input={tmp_path / 'pairs.tsv'}", "prefix=true")
+    filed = _translate(cli_setup, f"input={tmp_path / 'src.txt'}", f"prefix_file={tmp_path / 'prefixes.txt'}")
+    assert inline.returncode == filed.returncode == 0, inline.stderr.decode()[-2000:]
+    lines = inline.stdout.decode().split("\n")
+    assert lines == filed.stdout.decode().split("\n") and len(lines) == 5
+    assert lines[0].startswith("a dog ") and lines[1].startswith("the ca") and lines[3] == ""
+    assert "sentence 4: its prefix has" in inline.stderr.decode()
+    (tmp_path / "short.txt").write_text("a dog\n")
+    short = _translate(cli_setup, f"input={tmp_path / 'src.txt'}", f"prefix_file={tmp_path / 'short.txt'}")
+    assert short.returncode == 2 and "prefix_file ends before line 2" in short.stderr.decode()
+
+
+def test_alternatives_give_a_numbered_line_each(cli_setup, tmp_path):
+    (tmp_path / "pairs.tsv").write_text("un chien\ta \nle chat\t\n")
+    result = _translate(cli_setup, f"input={tmp_path / 'pairs.tsv'}", "prefix=true", "decoding.alternatives=3")
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    rows = [line.split("\t") for line in result.stdout.decode().splitlines()]
+    assert [r[0] for r in rows] == ["1"] * 3 + ["2"] * 3
+    assert all(r[2].startswith("a ") for r in rows[:3]) and len({r[2] for r in rows[:3]}) == 3

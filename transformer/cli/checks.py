@@ -26,7 +26,7 @@ from transformer.core.config import (
     choice_fields,
 )
 from transformer.core.errors import UserError
-from transformer.core.strategies import bound_problem
+from transformer.core.strategies import bound_problem, control_problems
 from transformer.core.strategies import problems as strategy_problems
 from transformer.data.corpus import check_sources, extra_corpus
 
@@ -204,6 +204,23 @@ def _check_decoding(problems: list[str], d) -> None:
     _bounded(problems, "decoding.", d, DecodingConfig)
     problems += strategy_problems(d, "decoding.", settings=True)  # the strategy, its options and their combinations
     _tag(problems, "decoding.tag", d.tag)
+    problems += [f"decoding.suppress[{i}] is empty: give a word or phrase" for i, p in enumerate(d.suppress) if not p]
+    if d.alternatives and d.n_best > 1:
+        problems.append(f"decoding.alternatives={d.alternatives} gives that many translations: leave n_best at 1")
+
+
+def _check_controls(problems: list[str], cfg) -> None:
+    """The controls a command asks for (a prefix, alternatives, suppressed phrases), against its strategy and
+    engine (`core.strategies.CONTROLS`)."""
+    d = cfg.decoding
+    prefixed = bool(cfg.get("prefix") or cfg.get("prefix_file"))
+    on = {"prefix": prefixed, "alternatives": d.alternatives > 0, "suppress": bool(d.suppress or d.ban_unk)}
+    asked = [name for name, wanted in on.items() if wanted]
+    problems += control_problems(d.strategy, asked, cfg.get("engine", "pytorch"))
+    if prefixed and cfg.get("split_sentences"):
+        problems.append("split_sentences=true splits a line into sentences: a prefix belongs to one (no prefix)")
+    if cfg.get("prefix") and cfg.get("prefix_file"):
+        problems.append("give the prefixes either in the input (prefix=true) or in prefix_file=FILE, not both")
 
 
 def check_config(cfg) -> None:
@@ -221,6 +238,8 @@ def check_config(cfg) -> None:
             check(problems, cfg[section])
     if "trainer" in cfg and "data" in cfg and "decoding" in cfg:
         _check_validation_tag(problems, cfg)
+    if "decoding" in cfg and not problems:
+        _check_controls(problems, cfg)
     if "model" in cfg and "data" in cfg and cfg.model.max_positions <= cfg.data.max_len + 1:
         problems.append(
             f"model.max_positions={cfg.model.max_positions} must exceed data.max_len+1={cfg.data.max_len + 1} "

@@ -7,7 +7,9 @@ untranslated (blank, too long, or not UTF-8) gives one line "LINE<TAB>0.0000<TAB
 A line that is not valid UTF-8 is logged by its number and left untranslated; the
 other lines are translated, and the command then exits with status 2. With
 split_sentences=true each line is split into sentences (a paragraph per line), which
-are translated and joined back on one line.
+are translated and joined back on one line. With prefix=true an input line is "SOURCE<TAB>PREFIX" (prefix_file=FILE:
+one prefix per input line) and its translation starts with PREFIX exactly, an unfinished last word completed; with
+decoding.alternatives=K each line gives K lines "LINE<TAB>SCORE<TAB>TRANSLATION", one per next piece.
 
 The input is read, translated and written `chunk_lines` lines at a time (`transformer.decoding.chunks`): each chunk's
 translations are printed and flushed when it is done, so a pipe sees them before the input ends, and memory does
@@ -22,6 +24,7 @@ import logging
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import count, repeat, zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,8 +88,9 @@ def decode_lines(raw: Iterable[bytes], name: str, bad: BadLines, start: int = 1)
             yield ""
 
 
-def interactive(translator: TextTranslator, bad: BadLines) -> None:
-    """Translate each line as it is typed, until end of input (Ctrl-D); prompts go to stderr."""
+def interactive(translator: TextTranslator, bad: BadLines, prefix: bool = False) -> None:
+    """Translate each line as it is typed (`prefix`: SOURCE<TAB>PREFIX), until end of input (Ctrl-D); prompts go
+    to stderr."""
     print("Type a sentence and press Enter; Ctrl-D quits.", file=sys.stderr)
     number = 0
     while True:
@@ -97,15 +101,19 @@ def interactive(translator: TextTranslator, bad: BadLines) -> None:
             return
         number += 1
         line = next(decode_lines([raw], "input", bad, start=number))
-        print(translator.translate([line])[0], flush=True)
+        sources, prefixes = split_prefixes([line]) if prefix else ([line], None)
+        print(translator.translate(sources, prefixes=prefixes)[0], flush=True)
 
 
-def format_results(translator: TextTranslator, results: Searched, n_best: int, start: int = 0) -> str:
+def format_results(
+    translator: TextTranslator, results: Searched, n_best: int, start: int = 0, prefixes: list[str] | None = None
+) -> str:
     """The best translation per input line, or with n_best > 1 "LINE<TAB>SCORE<TAB>TRANSLATION" lines (one
-    "LINE<TAB>0.0000<TAB>" line for a line left untranslated); `start`: the number of input lines before these."""
+    "LINE<TAB>0.0000<TAB>" line for a line left untranslated); `start`: the number of input lines before these;
+    `prefixes`: what each line's translations start with."""
     out = []
-    for number, (_, hyps) in enumerate(results, start=start + 1):
-        texts = translator.detokenize(hyps)
+    for number, (_, hyps), prefix in zip(count(start + 1), results, prefixes or repeat("")):
+        texts = translator.detokenize(hyps, prefix)
         if n_best == 1:
             out.append(texts[0] if texts else "")
         elif not hyps:
@@ -138,24 +146,52 @@ def plot_attention(
             save_figure(fig, directory / f"{number:04d}.png")
 
 
+def split_prefixes(lines: list[str]) -> tuple[list[str], list[str]]:
+    """Lines "SOURCE<TAB>PREFIX" as sources and prefixes (a line without a tab has the prefix "")."""
+    pairs = [line.split("\t", 1) if "\t" in line else [line, ""] for line in lines]
+    return [source for source, _ in pairs], [prefix for _, prefix in pairs]
+
+
 def translate_chunk(cfg: DictConfig, translator: TextTranslator, chunk: Chunk, bar: tqdm) -> str:
-    """The output text of one chunk of input lines, as the settings ask (paragraphs, n-best); its attention plots."""
+    """The output text of one chunk of input lines, as the settings ask (paragraphs, prefixes, n-best or
+    alternatives); its attention plots."""
     generator = translator.generator(chunk_seed(cfg.decoding.seed, chunk.index))
     if cfg.split_sentences:
         return translate_paragraphs(translator, chunk.lines, generator)
-    results = translator.search(chunk.lines, generator=generator, bar=bar)
+    sources, prefixes = split_prefixes(chunk.lines) if prefixed(cfg) else (chunk.lines, None)
+    results = translator.search(sources, generator=generator, bar=bar, prefixes=prefixes)
     if cfg.plot_attention:
         plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer, chunk.start)
-    return format_results(translator, results, cfg.decoding.n_best, chunk.start)
+    per_line = max(cfg.decoding.n_best, cfg.decoding.alternatives)
+    return format_results(translator, results, per_line, chunk.start, prefixes)
+
+
+def prefixed(cfg: DictConfig) -> bool:
+    """Whether input lines come with a prefix each (prefix=true, or prefix_file=FILE joined to them)."""
+    return bool(cfg.prefix or cfg.prefix_file)
+
+
+def with_prefixes(lines: Iterable[str], path: Path, bad: BadLines) -> Iterator[str]:
+    """Each input line joined to the line of the same number in `path` as "SOURCE<TAB>PREFIX" (a tab in the source
+    becomes a space, as SentencePiece reads it); refuses files of different lengths once one of them ends."""
+    prefixes = decode_lines(raw_lines(path), str(path), bad)
+    for number, (line, prefix) in enumerate(zip_longest(lines, prefixes), start=1):
+        if line is None or prefix is None:
+            shorter = "prefix_file" if prefix is None else "the input"
+            raise UserError(f"prefix_file={path} and the input differ in length: {shorter} ends before line {number}")
+        yield line.replace("\t", " ") + "\t" + prefix
 
 
 def input_lines(cfg: DictConfig, bad: BadLines) -> Iterable[str]:
-    """The lines to translate, read lazily: inline sentences, the `input` file, or stdin (not a terminal)."""
+    """The lines to translate, read lazily: inline sentences, the `input` file, or stdin (not a terminal); with
+    prefix_file=FILE, each joined to its prefix."""
     if cfg.sentences:
-        return list(cfg.sentences)
-    if cfg.input:
-        return decode_lines(raw_lines(Path(cfg.input)), str(cfg.input), bad)
-    return decode_lines(sys.stdin.buffer, "input", bad)
+        lines: Iterable[str] = list(cfg.sentences)
+    elif cfg.input:
+        lines = decode_lines(raw_lines(Path(cfg.input)), str(cfg.input), bad)
+    else:
+        lines = decode_lines(sys.stdin.buffer, "input", bad)
+    return with_prefixes(lines, Path(cfg.prefix_file), bad) if cfg.prefix_file else lines
 
 
 def total_lines(cfg: DictConfig) -> int | None:
@@ -178,6 +214,7 @@ def job_record(cfg: DictConfig, loaded: Loaded) -> dict:
         "engine": cfg.engine,
         "decoding": OmegaConf.to_container(cfg.decoding),
         "split_sentences": cfg.split_sentences,
+        "prefixed": prefixed(cfg),
         "chunk_lines": cfg.chunk_lines,
     }
 
@@ -204,8 +241,17 @@ def check_settings(cfg: DictConfig, prompt: bool) -> None:
         raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
     if cfg.plot_attention and len(checkpoint_paths(cfg.checkpoint)) > 1:
         raise UserError("plot_attention draws one model's attention: give one checkpoint=RUN_DIR")
-    if cfg.split_sentences and (cfg.decoding.n_best > 1 or cfg.plot_attention):
-        raise UserError("split_sentences=true prints one line per input line: no n_best > 1 or plot_attention")
+    if cfg.split_sentences and (cfg.decoding.n_best > 1 or cfg.decoding.alternatives or cfg.plot_attention):
+        raise UserError(
+            "split_sentences=true prints one line per input line: no n_best > 1, alternatives or plot_attention"
+        )
+    if cfg.prefix_file and not Path(cfg.prefix_file).is_file():
+        raise UserError(f"prefix_file={cfg.prefix_file} is not a file; give one prefix per input line in it")
+    if cfg.prefix_file and prompt:
+        raise UserError(
+            "prefix_file=FILE goes with input=FILE, sentences=[...] or piped text; "
+            "at a prompt, type SOURCE<TAB>PREFIX with prefix=true"
+        )
     if not cfg.output:
         return
     if prompt:
@@ -227,7 +273,7 @@ def main(cfg: DictConfig) -> None:
         translator = loaded.translator(cfg.decoding)
         bad = BadLines()
         if prompt:
-            interactive(translator, bad)
+            interactive(translator, bad, cfg.prefix)
         else:
             translate_input(cfg, loaded, translator, bad)
         bad.check()

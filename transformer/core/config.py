@@ -342,6 +342,10 @@ class TranslateConfig:
     plot_attention: str | None = None  # directory for one cross-attention heatmap PNG per sentence
     plot_layer: int | None = None  # decoder layer to plot (0-based, -1 = last); None = mean of all
     split_sentences: bool = False  # split each line into sentences, translate them, join them back on one line
+    # Each translation starts with a prefix (an unfinished last word is completed): prefix=true reads input lines as
+    # SOURCE<TAB>PREFIX (a line without a tab has none); prefix_file=FILE holds one prefix per input line
+    prefix: bool = False
+    prefix_file: str | None = None
     # file to write (default: stdout); built chunk by chunk in .NAME.chunks beside it, where a killed run continues
     output: str | None = None
     chunk_lines: int = CHUNK_LINES  # lines read, translated and written at a time (batched by length within one)
