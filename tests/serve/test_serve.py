@@ -14,6 +14,7 @@ pytest.importorskip("fastapi", reason="transformer-serve needs the serve extra: 
 import httpx  # noqa: E402
 
 from tests.serve.serving import offline, running_server, write_checkpoint  # noqa: E402
+from transformer.decoding.translator import Translator  # noqa: E402
 from transformer.serve import service as service_module  # noqa: E402
 
 
@@ -52,6 +53,23 @@ def test_request_settings_override_the_defaults(server):
     assert first["settings"]["strategy"] == "sample" and first["settings"]["seed"] == 5
     assert first["translations"] == again["translations"]  # the request's own generator, seeded
     assert other["settings"]["seed"] == 6 and other["translations"][0]["text"]
+
+
+def test_a_prefix_alternatives_and_suppressed_phrases_steer_a_request_as_offline(server):
+    url, service = server
+    post = lambda **body: httpx.post(f"{url}/translate", json={"text": "le chat mange.", **body}, timeout=60).json()  # noqa: E731
+    steered = post(target_prefix="a cat ea")["translations"][0]
+    expected = Translator(service.model, service.tokenizer, service.defaults).translate(
+        ["le chat mange."], prefixes=["a cat ea"]
+    )
+    assert steered["text"] == expected[0] and expected[0].startswith("a cat ea")
+    answer = post(target_prefix="a ", alternatives=3, strategy="greedy")
+    alternatives = answer["translations"][0]["sentences"][0]["n_best"]
+    assert answer["settings"]["alternatives"] == 3 and len(alternatives) == 3
+    assert len({a["text"] for a in alternatives}) == 3 and all(a["text"].startswith("a ") for a in alternatives)
+    free = post(strategy="greedy")["translations"][0]["text"].split()
+    answer = post(strategy="greedy", suppress=free[:1], ban_unk=True)
+    assert answer["settings"]["suppress"] == free[:1] and answer["translations"][0]["text"].split()[:1] != free[:1]
 
 
 def test_health_info_metrics_and_the_page(server):
@@ -108,6 +126,13 @@ BAD_BODIES = [
     (b'{"text": "un chien", "n_best": 4}', 422, "n_best=4 must be at most beam_size=3"),
     (b'{"text": "un chien", "sampling": "yes"}', 422, "sampling"),
     (json.dumps({"text": " ".join(["chien"] * 15)}).encode(), 422, "more than the model's"),
+    (b'{"texts": ["un chien"], "target_prefix": "a"}', 422, "target_prefix goes with text"),
+    (json.dumps({"text": "un chien", "target_prefix": "a b c d e f g h i j k"}).encode(), 422, "output limit"),
+    (b'{"text": "un chien", "target_prefix": "a", "sampling": true, "alternatives": 2}', 422, "strategy=greedy or"),
+    (b'{"text": "un chien", "alternatives": 2, "n_best": 2}', 422, "leave n_best at 1"),
+    (b'{"text": "un chien", "alternatives": 17}', 422, "alternatives"),
+    (b'{"text": "un chien", "suppress": [""]}', 422, "suppress"),
+    (json.dumps({"text": "un chien", "suppress": ["x"] * 33}).encode(), 422, "suppress"),
 ]
 
 
@@ -142,10 +167,10 @@ def test_concurrent_requests_with_equal_settings_share_a_batch_and_others_do_not
 def test_a_slow_request_gets_a_503_and_the_server_keeps_serving(checkpoint, monkeypatch):
     decode = service_module.decode_batch
 
-    def slow_for_some(translator, sentences, cfg, seed):
+    def slow_for_some(translator, sentences, cfg, seed, prefixes=None):
         if any("lent" in s for s in sentences):
             time.sleep(3)
-        return decode(translator, sentences, cfg, seed)
+        return decode(translator, sentences, cfg, seed, prefixes)
 
     monkeypatch.setattr(service_module, "decode_batch", slow_for_some)
     with running_server(checkpoint, timeout_s=1.0, workers=2, max_wait_ms=0.0) as (url, service):

@@ -1,5 +1,6 @@
 """The page in a real browser (the system Chromium via Playwright): type, click, read the translation and heatmap."""
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test n
 
 from tests.serve.serving import offline, offline_ids, running_server, write_checkpoint  # noqa: E402
 from transformer.bench.serving import CHROMIUM, CHROMIUM_ARGS, DRAWN  # noqa: E402
+from transformer.decoding.translator import Translator  # noqa: E402
 
 
 def painted_cells(page) -> int:
@@ -86,3 +88,21 @@ def test_the_page_shows_markup_and_rtl_text_as_text_and_runs_none_of_it(tmp_path
         assert all(text in shown for text in HOSTILE), shown
         assert page.evaluate("window.pwned") is None
         assert page.locator("#sentences script, #sentences img, #output script, #output img").count() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"no browser installed ({CHROMIUM})")
+def test_typing_the_english_shows_three_ways_on_and_a_click_takes_one(tmp_path):
+    """The type-ahead box: as the user types, the alternatives the service gives for that prefix (greedy, three),
+    each starting with what was typed; clicking one puts it in the box."""
+    with served_page(tmp_path) as (page, service):
+        page.fill("#source", "le chat dort dans le parc.")
+        page.locator("#prefix").press_sequentially("a c", delay=20)
+        page.wait_for_function("document.getElementById('alternatives').dataset.prefix === 'a c'", timeout=60_000)
+        shown = [item.text_content() for item in page.locator("#alternatives li").all()]
+        cfg = dataclasses.replace(service.defaults, strategy="greedy", alternatives=3)
+        translator = Translator(service.model, service.tokenizer, cfg)
+        expected = [text for text, _ in translator.translate_nbest(["le chat dort dans le parc."], prefixes=["a c"])[0]]
+        assert shown == expected and len(shown) == 3 and all(text.startswith("a c") for text in shown)
+        page.click("#alternatives li:nth-child(2)")
+        assert page.input_value("#prefix") == expected[1]

@@ -102,27 +102,31 @@ class TextTranslator(ABC):
 
         return steer
 
+    def without_room(self, source_length: int, typed: TypedPrefix, options: SearchOptions) -> int | None:
+        """The output limit of a source of `source_length` ids when it leaves no room after the prefix `typed` (a
+        piece, and an alternative's first piece with alternatives), else None."""
+        length = torch.tensor([source_length + 1], dtype=torch.long)  # EOS included
+        limit = int(options.output_limits(length, self.max_positions)[0])
+        return limit if len(typed.forced) + 1 + bool(self.cfg.alternatives) > limit else None
+
     def _with_room(
         self, ids: list[list[int]], todo: list[int], typed: list[TypedPrefix] | None, options: SearchOptions
     ) -> list[int]:
         """`todo` without the sentences whose prefix leaves no room under their output limit (each logged)."""
         if typed is None:
             return todo
-        lengths = torch.tensor([len(ids[i]) + 1 for i in todo], dtype=torch.long)  # EOS included
-        limits = options.output_limits(lengths, self.max_positions).tolist()
-        room = 1 + bool(self.cfg.alternatives)  # a piece after the prefix, and the alternative's first one
         kept = []
-        for i, limit in zip(todo, limits):
-            if len(typed[i].forced) + room > limit:
-                log.error(
-                    "sentence %d: its prefix has %d pieces, and its output limit of %d (decoding.max_len_a, "
-                    "max_len_b) leaves no room after them; it is left untranslated",
-                    i + 1,
-                    len(typed[i].forced),
-                    limit,
-                )
-            else:
+        for i in todo:
+            if (limit := self.without_room(len(ids[i]), typed[i], options)) is None:
                 kept.append(i)
+                continue
+            log.error(
+                "sentence %d: its prefix has %d pieces, and its output limit of %d (decoding.max_len_a, max_len_b) "
+                "leaves no room after them; it is left untranslated",
+                i + 1,
+                len(typed[i].forced),
+                limit,
+            )
         return kept
 
     def search(

@@ -25,7 +25,10 @@ def decoding_settings(defaults: DecodingConfig, **request) -> DecodingConfig:
     return cfg
 
 
-def decode_batch(translator: Translator, sentences: list[str], cfg: DecodingConfig, seed: int) -> list[Result]:
-    """Search `sentences` together with the settings `cfg`; sampling draws from a generator seeded with `seed`."""
+def decode_batch(
+    translator: Translator, sentences: list[str], cfg: DecodingConfig, seed: int, prefixes: list[str] | None = None
+) -> list[Result]:
+    """Search `sentences` together with the settings `cfg`, each after its prefix in `prefixes`; sampling draws from
+    a generator seeded with `seed`."""
     cfg = dataclasses.replace(cfg, seed=seed, batch_size=max(1, len(sentences)))
-    return translator.with_config(cfg).search(sentences)
+    return translator.with_config(cfg).search(sentences, prefixes=prefixes)

@@ -1,12 +1,14 @@
 """The request bodies: strict types, no unknown keys, bounded decoding settings (each strategy's options that a
 request may set, with their bounds plus the service's own, from `transformer.core.strategies.STRATEGIES`)."""
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from transformer.core.config import TAG_PATTERN
-from transformer.core.strategies import STRATEGIES, Option, options
+from transformer.core.strategies import CONTROLS, STRATEGIES, Option, options
+
+MAX_PHRASES, MAX_PHRASE_CHARS = 32, 200  # what a request may suppress
 
 
 def whole(value: object) -> object:
@@ -39,7 +41,9 @@ DecodingOptions = create_model(
     __base__=_Settings,
     __doc__="Per-request decoding settings; each left out (null) takes the server's default.",
     __validators__={
-        "_whole": field_validator(*(n for n, o in _OFFERED.items() if type(o.default) is int), mode="before")(whole)
+        "_whole": field_validator(
+            "alternatives", *(n for n, o in _OFFERED.items() if type(o.default) is int), mode="before"
+        )(whole)
     },
     strategy=(Literal[tuple(STRATEGIES)] | None, Field(None, description="the decoding strategy")),
     **{name: _field(_OWNER[name], option) for name, option in _OFFERED.items()},
@@ -52,6 +56,12 @@ DecodingOptions = create_model(
             description='translate "as" the training corpus with this tag; "" = none',
         ),
     ),
+    suppress=(
+        list[Annotated[str, Field(min_length=1, max_length=MAX_PHRASE_CHARS)]] | None,
+        Field(None, max_length=MAX_PHRASES, description=CONTROLS["suppress"]),
+    ),
+    ban_unk=(bool | None, Field(None, description="never generate the unknown piece")),
+    alternatives=(int | None, Field(None, ge=0, le=16, description=CONTROLS["alternatives"])),
 )
 
 
@@ -69,11 +79,14 @@ class TranslateRequest(DecodingOptions):
     text: str | None = Field(None, description="a text; each line is a paragraph")
     texts: list[str] | None = Field(None, description="several texts, translated in one request")
     split: bool = Field(True, description="split each line into sentences and join the translations back")
+    target_prefix: str | None = Field(None, description=f"with text, one sentence (not split): {CONTROLS['prefix']}")
 
     @model_validator(mode="after")
     def one_of_text_or_texts(self) -> "TranslateRequest":
         if (self.text is None) == (self.texts is None):
             raise ValueError("give either text or texts")
+        if self.target_prefix is not None and self.text is None:
+            raise ValueError("target_prefix goes with text (one sentence), not texts")
         return self
 
     def all_texts(self) -> list[str]:

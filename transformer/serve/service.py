@@ -7,9 +7,10 @@ import secrets
 import time
 
 from transformer.core.config import DecodingConfig, ServeSettings
-from transformer.core.strategies import STRATEGIES
+from transformer.core.strategies import STRATEGIES, control_problems
 from transformer.core.strategies import problems as strategy_problems
 from transformer.decoding.heatmaps import attention_matrix, attention_tokens
+from transformer.decoding.search_state import SearchOptions
 from transformer.decoding.sentences import join_text, split_text
 from transformer.runs.loading import Loaded
 from transformer.runs.run_folder import RunFolder
@@ -57,6 +58,7 @@ def answer_head(model: str, decoded: Decoded, start: float) -> dict:
         settings["seed"] = decoded.seed
     if cfg.tag:
         settings["tag"] = cfg.tag
+    settings |= {name: getattr(cfg, name) for name in ("suppress", "ban_unk", "alternatives") if getattr(cfg, name)}
     return {
         "model": model,
         "settings": settings,
@@ -87,9 +89,11 @@ class Service:
             settings.max_waiting,
         )
 
-    def _decode(self, sentences: list[str], settings: tuple[DecodingConfig, int]) -> list[Result]:
+    def _decode(self, sentences: list[tuple[str, str]], settings: tuple[DecodingConfig, int]) -> list[Result]:
+        """Search a batch's (source, prefix) pairs."""
         cfg, seed = settings
-        return decode_batch(self.translator, sentences, cfg, seed)
+        sources, prefixes = [source for source, _ in sentences], [prefix for _, prefix in sentences]
+        return decode_batch(self.translator, sources, cfg, seed, prefixes if any(prefixes) else None)
 
     def info(self) -> dict:
         """The model, its vocabularies, the decoding defaults and the limits."""
@@ -108,10 +112,15 @@ class Service:
             "serve": dataclasses.asdict(self.settings),
         }
 
-    def _config(self, options: DecodingOptions) -> DecodingConfig:
+    def _config(self, options: DecodingOptions, prefixed: bool) -> DecodingConfig:
         cfg = decoding_settings(self.defaults, **options.given())
         if found := strategy_problems(cfg, bounds=False):
             raise RequestError(422, "; ".join(found))
+        on = {"prefix": prefixed, "alternatives": cfg.alternatives > 0, "suppress": bool(cfg.suppress or cfg.ban_unk)}
+        if found := control_problems(cfg.strategy, [name for name, wanted in on.items() if wanted]):
+            raise RequestError(422, "; ".join(found).replace("decoding=", "strategy="))
+        if cfg.alternatives and cfg.n_best > 1:
+            raise RequestError(422, f"alternatives={cfg.alternatives} gives that many translations: leave n_best at 1")
         if cfg.tag and cfg.tag not in self.tokenizer.tags:
             raise RequestError(422, f"tag={cfg.tag!r} is not one of this model's tags: {list(self.tokenizer.tags)}")
         return cfg
@@ -139,13 +148,27 @@ class Service:
                 raise RequestError(422, f"sentence {i + 1} has {n} tokens, more than the model's {limit}; split it")
         return sum(n + 1 for n in lengths)
 
-    async def decode(self, sentences: list[str], options: DecodingOptions) -> Decoded:
-        """Queue `sentences` for a batch and wait for their results, at most `timeout_s`."""
-        cfg = self._config(options)
+    def _room(self, source: str, prefix: str, cfg: DecodingConfig) -> None:
+        """Refuse a prefix that leaves no room under the sentence's output limit."""
+        translator, length = self.translator.with_config(cfg), len(self.tokenizer.encode_src([source], cfg.tag)[0])
+        typed = translator.typed(prefix)
+        if (limit := translator.without_room(length, typed, SearchOptions.from_config(cfg))) is not None:
+            message = f"target_prefix has {len(typed.forced)} pieces; the output limit of this sentence is {limit}"
+            raise RequestError(422, message)
+
+    async def decode(
+        self, sentences: list[str], options: DecodingOptions, prefixes: list[str] | None = None
+    ) -> Decoded:
+        """Queue `sentences` (each after its prefix in `prefixes`) for a batch and wait for their results, at most
+        `timeout_s`."""
+        cfg = self._config(options, prefixes is not None)
         seed = options.seed if options.seed is not None else secrets.randbits(63)
+        for source, prefix in zip(sentences, prefixes or []):
+            self._room(source, prefix, cfg)
         # Sampling draws from the request's own generator, so a sampled request is a batch of its own.
         key = ("draws", object()) if STRATEGIES[cfg.strategy].draws(cfg) else dataclasses.astuple(cfg)
-        job = Job(sentences, self._tokens(sentences, cfg.tag), key, (cfg, seed))
+        pairs = list(zip(sentences, prefixes or [""] * len(sentences)))
+        job = Job(pairs, self._tokens(sentences, cfg.tag), key, (cfg, seed))
         try:
             future = asyncio.wrap_future(self.batcher.submit(job))
             results, batch = await asyncio.wait_for(future, self.settings.timeout_s)
@@ -159,9 +182,9 @@ class Service:
         queue_ms = 1000 * (time.monotonic() - job.arrived) - batch.decode_ms
         return Decoded(results, batch, queue_ms, cfg, seed)
 
-    def _sentence(self, source: str, result: Result) -> dict:
+    def _sentence(self, source: str, result: Result, prefix: str = "") -> dict:
         hyps = result[1]
-        texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
+        texts = self.translator.detokenize(hyps, prefix)
         n_best = [{"text": t, "score": round(h.score, 4)} for t, h in zip(texts, hyps)]
         return {
             "source": source,
@@ -175,6 +198,8 @@ class Service:
         start = time.monotonic()
         texts = request.all_texts()
         self._check(texts)
+        if request.target_prefix is not None:
+            return await self._steered(request, start)
         layouts = [split_text(t) if request.split else [[line.strip()] for line in t.split("\n")] for t in texts]
         sentences = [s for layout in layouts for line in layout for s in line if s]
         if len(sentences) > self.settings.max_sentences:
@@ -187,6 +212,19 @@ class Service:
             text = join_text([[s["translation"] for s in line] for line in lines])
             answers.append({"text": text, "sentences": [s for line in lines for s in line]})
         return answer_head(self.name, decoded, start) | {"translations": answers}
+
+    async def _steered(self, request: TranslateRequest, start: float) -> dict:
+        """`request.text` as one sentence, translated after `target_prefix` (its alternatives in `n_best`)."""
+        source, prefix = " ".join(request.text.split()), request.target_prefix
+        if len(prefix) > self.settings.max_chars:
+            raise RequestError(413, f"target_prefix has {len(prefix)} characters; at most {self.settings.max_chars}")
+        if (at := lone_surrogate(prefix)) is not None:
+            raise RequestError(422, f"target_prefix has a lone surrogate at character {at + 1}: not Unicode text")
+        decoded = await self.decode([source], request, [prefix])
+        sentence = self._sentence(source, decoded.results[0], prefix)
+        return answer_head(self.name, decoded, start) | {
+            "translations": [{"text": sentence["translation"], "sentences": [sentence]}]
+        }
 
     async def attention(self, request: AttentionRequest) -> dict:
         """The sentence's best translation and its cross-attention (target tokens × source tokens)."""

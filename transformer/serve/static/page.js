@@ -90,5 +90,29 @@ function draw(weights, sourceTokens, targetTokens) {
   });
 }
 
+// Type-ahead: the text translated as one sentence after what is typed, three alternatives for what comes next
+// (greedy search, the first piece of each different); a click takes one. Only the newest answer is shown.
+let typed = 0, waiting = null;
+
+async function alternatives() {
+  const mine = ++typed, prefix = $("prefix").value, text = $("source").value.trim();
+  if (!prefix.trim() || !text) return $("alternatives").replaceChildren();
+  try {
+    const data = await post("/translate", {text, target_prefix: prefix, alternatives: 3, strategy: "greedy"});
+    if (mine !== typed) return;
+    const items = data.translations[0].sentences[0].n_best.map((alternative) => {
+      const item = document.createElement("li");
+      item.textContent = alternative.text;
+      item.addEventListener("click", () => { $("prefix").value = alternative.text; $("output").textContent = alternative.text; });
+      return item;
+    });
+    $("alternatives").replaceChildren(...items);
+    $("alternatives").dataset.prefix = prefix;
+  } catch (err) {
+    if (mine === typed) $("status").textContent = err.message;
+  }
+}
+
+$("prefix").addEventListener("input", () => { clearTimeout(waiting); waiting = setTimeout(alternatives, 250); });
 $("translate").addEventListener("click", translate);
 fetch("/info").then((r) => r.json()).then((info) => { $("model").textContent = info.model; });
