@@ -9,7 +9,7 @@ from torch import Tensor
 from tests.conftest import tiny_model
 from transformer.core.config import DecodingConfig
 from transformer.decoding import Hypothesis, SearchOptions, beam_search, greedy_decode, search
-from transformer.decoding.beam import _in_place
+from transformer.decoding.beam import in_place
 from transformer.models.decoder_cache import DecoderCache
 
 BOS, EOS, PAD = 1, 2, 0
@@ -90,7 +90,7 @@ def test_beam_decodes_one_row_per_sentence_first_then_its_hypotheses(use_cache):
 def test_in_place_order_keeps_each_rows_first_extension_in_its_slot(case):
     k, parents = case
     rows = torch.tensor(parents) + torch.arange(len(parents))[:, None] * k  # numbered across the batch
-    order = _in_place(rows, k)
+    order = in_place(rows, k)
     assert (order.sort(dim=1).values == torch.arange(k)).all()  # a permutation of each sentence's hypotheses
     placed = rows.gather(1, order) % k
     for b, row in enumerate(parents):

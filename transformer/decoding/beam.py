@@ -27,7 +27,17 @@ def penalty_divisor(length: int, alpha: float, kind: LengthPenalty = "power") ->
     raise ValueError(f"unknown length penalty {kind!r}; choose {', '.join(get_args(LengthPenalty))}")
 
 
-class _Pool:
+def divisors(options: SearchOptions, limit: Tensor, longest: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """The penalty divisor of each length 1..`longest` (EOS included), and each sentence's largest one within its
+    `limit` (B,): a live hypothesis' log-probability only falls, so its best possible score is its current one over
+    that."""
+    lengths = range(1, longest + 1)
+    divisor = torch.tensor([penalty_divisor(n, options.length_penalty, options.length_penalty_kind) for n in lengths])
+    divisor = divisor.to(device)
+    return divisor, divisor.cummax(0).values[limit - 1]
+
+
+class Pool:
     """The best `n` finished hypotheses of each sentence, kept sorted by normalised score."""
 
     def __init__(self, batch: int, n: int, width: int, pad_id: int, device: torch.device):
@@ -88,7 +98,7 @@ def _candidates(scores: Tensor, logp: Tensor, n: int) -> tuple[Tensor, Tensor, T
     return top_scores, row_logp.view(batch, -1).gather(1, idx), row_tok.view(batch, -1).gather(1, idx), rows
 
 
-def _in_place(rows: Tensor, width: int) -> Tensor:
+def in_place(rows: Tensor, width: int) -> Tensor:
     """An order (B, K) of each sentence's K continuing hypotheses that leaves the first extension of every row in
     that row's own slot, so that the cache moves only the rows of a second or later extension (width = K).
 
@@ -120,12 +130,7 @@ def beam(
     """
     k, batch, device, eos_id = options.beam_size, src.size(0), src.device, options.eos_id
     longest = int(limit.max())
-    lengths = range(1, longest + 1)
-    divisor = torch.tensor([penalty_divisor(n, options.length_penalty, options.length_penalty_kind) for n in lengths])
-    divisor = divisor.to(device)
-    # A live hypothesis' log-probability only falls, so its best possible score is
-    # its current one over the largest divisor it could still reach.
-    best_divisor = divisor.cummax(0).values[limit - 1]  # (B,), as `limit`: per sentence still searched
+    divisor, best_divisor = divisors(options, limit, longest, device)
     forced = forced_lengths(controls, batch)
     # Right after a prefix only the best candidate may end the sentence (CTranslate2's rule, its issue #277): the
     # one live hypothesis' other candidates would fill the n-best with the prefix alone.
@@ -134,7 +139,7 @@ def beam(
         search = StaticSearchState(model, src, options, longest)
     else:
         search = SearchState(model, src, options, longest, controls)
-    pool = _Pool(batch, options.n_best, longest, model.pad_id, device)
+    pool = Pool(batch, options.n_best, longest, model.pad_id, device)
     scores = torch.zeros(batch, 1, device=device)  # (B, W): the live hypotheses' log-probabilities, in slot order
     may_finish = torch.arange(2 * k, device=device) < k  # by rank: only the top K candidates finish
     first_rank = torch.arange(2 * k, device=device) == 0
@@ -163,7 +168,7 @@ def beam(
         scores = top_scores.masked_fill(is_eos, NEG_INF).gather(1, order)  # (B, K); an EOS never continues
         rows, tokens, logprobs = rows.gather(1, order), top_tok.gather(1, order), top_logp.gather(1, order)
         if width == k == scores.size(1):  # rows stay where they are: in slot order, no longer best first
-            stay = _in_place(rows, k)
+            stay = in_place(rows, k)
             scores, rows, tokens, logprobs = (x.gather(1, stay) for x in (scores, rows, tokens, logprobs))
         best = (scores - search.offset[rows]).max(dim=1).values
         done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= best / best_divisor))

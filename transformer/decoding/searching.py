@@ -17,6 +17,7 @@ from torch import Tensor
 from transformer.core.config import DecodingConfig
 from transformer.decoding.alternatives import alternatives
 from transformer.decoding.beam import beam
+from transformer.decoding.constrained import constrained_beam
 from transformer.decoding.mbr import mbr
 from transformer.decoding.one_best import greedy, greedy_ids, sample
 from transformer.decoding.search_state import Hypothesis, SearchOptions, Text, limits
@@ -34,7 +35,9 @@ SEARCHES: dict[str, Search] = {
     "greedy": lambda model, src, options, limit, generator, text, controls: greedy(
         model, src, options, limit, controls
     ),
-    "beam": lambda model, src, options, limit, generator, text, controls: beam(model, src, options, limit, controls),
+    "beam": lambda model, src, options, limit, generator, text, controls: (
+        constrained_beam if controls is not None and controls.constraints else beam
+    )(model, src, options, limit, controls),
     "sample": lambda model, src, options, limit, generator, text, controls: sample(
         model, src, options, limit, generator, controls
     ),

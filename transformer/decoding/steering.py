@@ -26,7 +26,8 @@ class Controls:
     needs `pieces`, the target pieces by id, "" for a piece that spells nothing). `suppress`: id sequences no
     hypothesis may contain (a prefix may). `alternatives`: k > 0 asks for the k likeliest first pieces after each
     prefix, each completed (`decoding.alternatives`). `lone_end`: a beam lets only its best candidate end a sentence
-    right after its prefix.
+    right after its prefix. `constraints`: per sentence, id phrases that every hypothesis must hold
+    (`decoding.constrained`).
     """
 
     prefixes: list[list[int]] | None = None
@@ -35,6 +36,7 @@ class Controls:
     pieces: list[str] | None = None
     alternatives: int = 0
     lone_end: bool = True
+    constraints: list[list[list[int]]] | None = None
 
     def rest_after(self, rest: str, token: int) -> str:
         """What is left of `rest` to spell once `token` is taken ("" once spelled, or where the token does not)."""
@@ -46,7 +48,8 @@ class Controls:
         chosen = index.tolist()
         prefixes = None if self.prefixes is None else [self.prefixes[i] for i in chosen]
         partial = None if self.partial is None else [self.partial[i] for i in chosen]
-        return replace(self, prefixes=prefixes, partial=partial)
+        constraints = None if self.constraints is None else [self.constraints[i] for i in chosen]
+        return replace(self, prefixes=prefixes, partial=partial, constraints=constraints)
 
 
 def forced_lengths(controls: Controls | None, batch: int) -> list[int]:
