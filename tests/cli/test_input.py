@@ -121,7 +121,7 @@ def test_prefixes_in_the_input_or_a_file_start_each_translation(cli_setup, tmp_p
     lines = inline.stdout.decode().split("\n")
     assert lines == filed.stdout.decode().split("\n") and len(lines) == 5
     assert lines[0].startswith("a dog ") and lines[1].startswith("the ca") and lines[3] == ""
-    assert "sentence 4: its prefix has" in inline.stderr.decode()
+    assert "sentence 4: its prefix and constraints need" in inline.stderr.decode()
     (tmp_path / "short.txt").write_text("a dog\n")
     short = _translate(cli_setup, f"input={tmp_path / 'src.txt'}", f"prefix_file={tmp_path / 'short.txt'}")
     assert short.returncode == 2 and "prefix_file ends before line 2" in short.stderr.decode()

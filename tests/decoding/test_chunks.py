@@ -26,7 +26,13 @@ LINES = ["un chien rouge", "", "le chat dort dans le parc", LONG, "un homme", " 
 def settings(n_best: int = 1, seed: int = 0):
     """What `translate_chunk` reads of transformer-translate's settings."""
     return OmegaConf.create(
-        {"decoding": {"seed": seed, "n_best": n_best}, "split_sentences": False, "plot_attention": None}
+        {
+            "decoding": {"seed": seed, "n_best": n_best, "alternatives": 0},
+            "split_sentences": False,
+            "plot_attention": None,
+            "prefix": False,
+            "prefix_file": None,
+        }
     )
 
 

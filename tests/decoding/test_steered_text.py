@@ -37,7 +37,7 @@ def test_a_prefix_with_no_room_under_the_limit_leaves_its_sentence_alone(caplog)
     with caplog.at_level("ERROR"):
         out = t.translate(SOURCES[:2], prefixes=["a dog sleeps in the park with a cat", "a"])
     assert out[0] == "" and out[1].startswith("a")
-    assert "sentence 1: its prefix has" in caplog.text and "left untranslated" in caplog.text
+    assert "sentence 1: its prefix and constraints need" in caplog.text and "left untranslated" in caplog.text
 
 
 def test_suppressed_phrases_and_the_unknown_piece_never_appear():

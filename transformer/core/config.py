@@ -284,6 +284,7 @@ class DecodingBase:
     suppress: list[str] = field(default_factory=list)  # target words or phrases never generated
     ban_unk: bool = False  # never generate the unknown piece
     alternatives: int = bounded(0, ge=0)  # k > 0: the k likeliest next pieces after each prefix, each completed
+    glossary: str | None = None  # TSV "SOURCE TERM<TAB>TARGET TERM": a term found in a sentence constrains its output
     # Our engine's linear maps on CPU: fp32 (exact), bf16 (where the CPU has bf16 products, else fp32 with a warning),
     # int8 (weights with one scale per output row, activations per row; else fp32 with a warning) or auto (int8 where
     # it runs, else fp32, silently: what translate/serve/backtranslate use, `user_decoding`); layer norm and softmax

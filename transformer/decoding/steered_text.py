@@ -60,3 +60,33 @@ def steered_text(tokenizer: Tokenizer, prefix: TypedPrefix, hyp: Hypothesis) -> 
     if not added.startswith(typed):  # stopped by the output limit before the typed word was spelled
         return prefix.text
     return prefix.text + added[len(typed) :]
+
+
+class SteeringError(ValueError):
+    """What is wrong with one sentence's steering (its constraints): the sentence is left untranslated."""
+
+
+def encode_constraints(
+    tokenizer: Tokenizer, given: list[str], glossary: list[str], suppress: list[list[int]], beam_size: int
+) -> list[list[int]]:
+    """The id phrases of a sentence's constraints: those `given` for it, then its `glossary` terms (once each).
+
+    Raises `SteeringError` for an empty or repeated constraint, one of only unknown pieces, one holding a
+    suppressed sequence, or more phrases than a beam of `beam_size` keeps apart (at most beam_size - 1).
+    """
+    for i, phrase in enumerate(given):
+        if not phrase.strip():
+            raise SteeringError(f"constraint {i + 1} is empty")
+        if phrase in given[:i]:
+            raise SteeringError(f"constraint {phrase!r} is given twice")
+    phrases = list(dict.fromkeys([*given, *glossary]))
+    if len(phrases) >= beam_size:
+        raise SteeringError(f"{len(phrases)} constraints need decoding.beam_size={len(phrases) + 1} or more")
+    encoded = tokenizer.encode_tgt(phrases) if phrases else []
+    for phrase, ids in zip(phrases, encoded):
+        if all(i == UNK_ID for i in ids):
+            raise SteeringError(f"constraint {phrase!r} has only pieces the model does not know")
+        for sequence in suppress:
+            if any(ids[j : j + len(sequence)] == sequence for j in range(len(ids))):
+                raise SteeringError(f"constraint {phrase!r} holds a suppressed sequence (decoding.suppress, ban_unk)")
+    return encoded

@@ -18,9 +18,18 @@ from transformer.core.config import DecodingConfig
 from transformer.core.special_ids import EOS_ID
 from transformer.data.batching import pad
 from transformer.data.tokenizer import Tokenizer
+from transformer.decoding.glossary import load_glossary
 from transformer.decoding.search_state import Hypothesis, SearchOptions
 from transformer.decoding.searching import search
-from transformer.decoding.steered_text import TypedPrefix, steered_text, suppressed, target_pieces, typed_prefix
+from transformer.decoding.steered_text import (
+    SteeringError,
+    TypedPrefix,
+    encode_constraints,
+    steered_text,
+    suppressed,
+    target_pieces,
+    typed_prefix,
+)
 from transformer.decoding.steering import Controls
 from transformer.fast_inference import decoded_in, inference_copy
 from transformer.models.interface import Seq2SeqModel
@@ -86,48 +95,84 @@ class TextTranslator(ABC):
             self._pieces = target_pieces(self.tokenizer)
         return typed_prefix(self.tokenizer, prefix, self._pieces if self.spells_words else None)
 
-    def _steer(self, typed: list[TypedPrefix] | None) -> Steer:
-        """The controls of a batch: the prefixes `typed` of its sentences, and `cfg`'s suppressed phrases and
-        alternatives; None when nothing steers."""
+    def _steer(self, typed: list[TypedPrefix] | None, phrases: list[list[list[int]]] | None) -> Steer:
+        """The controls of a batch: the prefixes `typed` and constraint `phrases` of its sentences, and `cfg`'s
+        suppressed phrases and alternatives; None when nothing steers."""
         cfg = self.cfg
-        suppress = suppressed(self.tokenizer, list(cfg.suppress), cfg.ban_unk)
-        if typed is None and not suppress and not cfg.alternatives:
+        suppress = self._suppressed()
+        if typed is None and phrases is None and not suppress and not cfg.alternatives:
             return lambda rows: None
         pieces = self._pieces if self.spells_words else None
 
         def steer(rows: list[int]) -> Controls:
             prefixes = None if typed is None else [typed[i].forced for i in rows]
             partial = None if typed is None or pieces is None else [typed[i].rest for i in rows]
-            return Controls(prefixes, partial, suppress, pieces, cfg.alternatives)
+            constraints = None if phrases is None else [phrases[i] for i in rows]
+            return Controls(prefixes, partial, suppress, pieces, cfg.alternatives, constraints=constraints)
 
         return steer
 
-    def without_room(self, source_length: int, typed: TypedPrefix, options: SearchOptions) -> int | None:
-        """The output limit of a source of `source_length` ids when it leaves no room after the prefix `typed` (a
-        piece, and an alternative's first piece with alternatives), else None."""
+    def _suppressed(self) -> list[list[int]]:
+        return suppressed(self.tokenizer, list(self.cfg.suppress), self.cfg.ban_unk)
+
+    def without_room(self, source_length: int, needed: int, options: SearchOptions) -> int | None:
+        """The output limit of a source of `source_length` ids when it is under `needed` pieces (EOS included),
+        else None."""
         length = torch.tensor([source_length + 1], dtype=torch.long)  # EOS included
         limit = int(options.output_limits(length, self.max_positions)[0])
-        return limit if len(typed.forced) + 1 + bool(self.cfg.alternatives) > limit else None
+        return limit if needed > limit else None
+
+    def needed(self, typed: TypedPrefix | None, phrases: list[list[int]] | None) -> int:
+        """The fewest pieces (EOS included) a translation after `typed` holding `phrases` has: the prefix, the
+        phrases, and a piece after the prefix (two with alternatives)."""
+        forced = len(typed.forced) if typed is not None else 0
+        return forced + sum(len(p) for p in phrases or []) + 1 + bool(self.cfg.alternatives)
 
     def _with_room(
-        self, ids: list[list[int]], todo: list[int], typed: list[TypedPrefix] | None, options: SearchOptions
+        self,
+        ids: list[list[int]],
+        todo: list[int],
+        typed: list[TypedPrefix] | None,
+        phrases: list[list[list[int]]] | None,
+        options: SearchOptions,
     ) -> list[int]:
-        """`todo` without the sentences whose prefix leaves no room under their output limit (each logged)."""
-        if typed is None:
+        """`todo` without the sentences whose prefix and constraints do not fit their output limit (each logged)."""
+        if typed is None and phrases is None:
             return todo
         kept = []
         for i in todo:
-            if (limit := self.without_room(len(ids[i]), typed[i], options)) is None:
+            needed = self.needed(typed[i] if typed else None, phrases[i] if phrases else None)
+            if (limit := self.without_room(len(ids[i]), needed, options)) is None:
                 kept.append(i)
                 continue
             log.error(
-                "sentence %d: its prefix has %d pieces, and its output limit of %d (decoding.max_len_a, max_len_b) "
-                "leaves no room after them; it is left untranslated",
+                "sentence %d: its prefix and constraints need %d pieces, more than its output limit of %d "
+                "(decoding.max_len_a, max_len_b); it is left untranslated",
                 i + 1,
-                len(typed[i].forced),
+                needed,
                 limit,
             )
         return kept
+
+    def phrases(
+        self, sentences: list[str], constraints: list[list[str]] | None, todo: list[int]
+    ) -> tuple[list[list[list[int]]] | None, list[int]]:
+        """Each sentence's constraint phrases as ids (given, then from `cfg.glossary`), and `todo` without the
+        sentences whose constraints are wrong (each logged); (None, todo) when there are none."""
+        glossary = load_glossary(self.cfg.glossary) if self.cfg.glossary else None
+        if constraints is None and glossary is None:
+            return None, todo
+        suppress, found, kept = self._suppressed(), [[] for _ in sentences], []
+        for i in todo:
+            terms = glossary.terms(sentences[i]) if glossary else []
+            given = list(constraints[i]) if constraints else []
+            try:
+                found[i] = encode_constraints(self.tokenizer, given, terms, suppress, self.cfg.beam_size)
+            except SteeringError as err:
+                log.error("sentence %d: %s; it is left untranslated", i + 1, err)
+                continue
+            kept.append(i)
+        return found, kept
 
     def search(
         self,
@@ -137,20 +182,24 @@ class TextTranslator(ABC):
         generator: torch.Generator | None = None,
         bar: tqdm | None = None,
         prefixes: list[str] | None = None,
+        constraints: list[list[str]] | None = None,
     ) -> Searched:
         """Each sentence's source ids and hypotheses (best first), in input order.
 
         A blank sentence, or one longer than the model allows (logged), gets no hypotheses. `bar`: a progress bar
-        to advance instead of this call's own. `prefixes`: the target text each translation starts with ("": none).
+        to advance instead of this call's own. `prefixes`: the target text each translation starts with ("": none);
+        `constraints`: the target phrases each must hold (with `cfg.glossary`'s terms; beam search). A sentence
+        whose prefix and constraints are wrong or do not fit gets no hypotheses (logged).
         """
         options = options or self.options
         ids, todo = encode_sources(self.tokenizer, sentences, self.max_positions, self.cfg.tag)
         typed = None if prefixes is None else [self.typed(p) for p in prefixes]
-        todo = self._with_room(ids, todo, typed, options)
+        phrases, todo = self.phrases(sentences, constraints, todo)
+        todo = self._with_room(ids, todo, typed, phrases, options)
         out: Searched = [(x, []) for x in ids]
         disable = not progress or bar is not None
         with tqdm(total=len(todo), desc="translating", unit="sent", disable=disable, leave=False) as own:
-            for rows, hyps in self._search_batches(ids, todo, options, generator, self._steer(typed)):
+            for rows, hyps in self._search_batches(ids, todo, options, generator, self._steer(typed, phrases)):
                 for i, sentence_hyps in zip(rows, hyps):
                     out[i] = (ids[i], sentence_hyps)
                 (own if bar is None else bar).update(len(rows))  # a bar without a total has no truth value
@@ -174,11 +223,12 @@ class TextTranslator(ABC):
         options: SearchOptions | None = None,
         generator: torch.Generator | None = None,
         prefixes: list[str] | None = None,
+        constraints: list[list[str]] | None = None,
     ) -> list[list[tuple[str, float]]]:
         """(translation, score) lists, best first, in input order; an untranslated sentence gets [("", 0.0)].
-        `prefixes`: the target text each translation starts with ("": none)."""
+        `prefixes`, `constraints`: as `search`'s."""
         results = []
-        found = self.search(sentences, progress, options, generator, prefixes=prefixes)
+        found = self.search(sentences, progress, options, generator, prefixes=prefixes, constraints=constraints)
         for (_, hyps), prefix in zip(found, prefixes or [""] * len(found)):
             results.append([(text, h.score) for text, h in zip(self.detokenize(hyps, prefix), hyps)] or [("", 0.0)])
         return results
@@ -190,9 +240,11 @@ class TextTranslator(ABC):
         options: SearchOptions | None = None,
         generator: torch.Generator | None = None,
         prefixes: list[str] | None = None,
+        constraints: list[list[str]] | None = None,
     ) -> list[str]:
         """The best translation of each sentence, in input order; a blank sentence translates to ''."""
-        return [hyps[0][0] for hyps in self.translate_nbest(sentences, progress, options, generator, prefixes)]
+        found = self.translate_nbest(sentences, progress, options, generator, prefixes, constraints)
+        return [hyps[0][0] for hyps in found]
 
 
 class Translator(TextTranslator):

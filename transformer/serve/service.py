@@ -152,7 +152,8 @@ class Service:
         """Refuse a prefix that leaves no room under the sentence's output limit."""
         translator, length = self.translator.with_config(cfg), len(self.tokenizer.encode_src([source], cfg.tag)[0])
         typed = translator.typed(prefix)
-        if (limit := translator.without_room(length, typed, SearchOptions.from_config(cfg))) is not None:
+        needed = translator.needed(typed, None)
+        if (limit := translator.without_room(length, needed, SearchOptions.from_config(cfg))) is not None:
             message = f"target_prefix has {len(typed.forced)} pieces; the output limit of this sentence is {limit}"
             raise RequestError(422, message)
 
