@@ -134,3 +134,17 @@ def test_alternatives_give_a_numbered_line_each(cli_setup, tmp_path):
     rows = [line.split("\t") for line in result.stdout.decode().splitlines()]
     assert [r[0] for r in rows] == ["1"] * 3 + ["2"] * 3
     assert all(r[2].startswith("a ") for r in rows[:3]) and len({r[2] for r in rows[:3]}) == 3
+
+
+def test_constraints_in_the_input_and_a_glossary_appear_in_each_translation(cli_setup, tmp_path):
+    """constraints=true reads SOURCE<TAB>PHRASE...; decoding.glossary=FILE adds the terms whose source term is in the
+    line; a line whose constraints are wrong is left empty with an error naming it, the others translated."""
+    (tmp_path / "in.tsv").write_text("un chien\tdog\ta red cat\nle chat\nune femme\tman\tman\nun homme\n")
+    (tmp_path / "glossary.tsv").write_text("# term\tdomain term\nchat\tkitten\nhom\tnever\n")
+    args = ("decoding=beam", "decoding.precision=fp32", "constraints=true", f"input={tmp_path / 'in.tsv'}")
+    result = _translate(cli_setup, *args, f"decoding.glossary={tmp_path / 'glossary.tsv'}")
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    lines = result.stdout.decode().split("\n")
+    assert "dog" in lines[0].split() and "a red cat" in lines[0] and "kitten" in lines[1].split()
+    assert lines[2] == "" and "sentence 3: constraint 'man' is given twice" in result.stderr.decode()
+    assert "never" not in lines[3].split()  # "hom" is not a whole word of "un homme"

@@ -10,7 +10,7 @@ import yaml
 from transformer.cli import CONFIG_PATH
 from transformer.core.config import DecodingBase, DecodingConfig, Strategy, choices
 from transformer.core.errors import UserError
-from transformer.core.strategies import STRATEGIES, options, problems, requested
+from transformer.core.strategies import CONTROLS, STRATEGIES, options, problems, requested
 from transformer.decoding.searching import SEARCHES
 from transformer.serve.decode import decoding_settings
 from transformer.serve.schemas import DecodingOptions
@@ -24,7 +24,11 @@ def test_the_config_and_the_request_schema_come_from_the_table():
     assert set(DecodingConfig.__dataclass_fields__) == SHARED | set(options())
     offered = {name for name, option in options().items() if option.request is not None}
     flags = {entry.flag for entry in STRATEGIES.values() if entry.flag}
-    assert set(DecodingOptions.model_fields) == offered | flags | {"strategy", "tag"}
+    controls = {"suppress", "ban_unk", "alternatives"}  # a request's controls besides its sentence's own
+    assert set(DecodingOptions.model_fields) == offered | flags | {"strategy", "tag"} | controls
+    assert all(
+        DecodingOptions.model_fields[name].description == CONTROLS[name] for name in ("suppress", "alternatives")
+    )
     for name in offered:
         assert DecodingOptions.model_fields[name].description.startswith(
             next(n for n, e in STRATEGIES.items() if name in e.options)

@@ -32,6 +32,7 @@ def settings(n_best: int = 1, seed: int = 0):
             "plot_attention": None,
             "prefix": False,
             "prefix_file": None,
+            "constraints": False,
         }
     )
 

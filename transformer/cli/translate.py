@@ -9,7 +9,9 @@ other lines are translated, and the command then exits with status 2. With
 split_sentences=true each line is split into sentences (a paragraph per line), which
 are translated and joined back on one line. With prefix=true an input line is "SOURCE<TAB>PREFIX" (prefix_file=FILE:
 one prefix per input line) and its translation starts with PREFIX exactly, an unfinished last word completed; with
-decoding.alternatives=K each line gives K lines "LINE<TAB>SCORE<TAB>TRANSLATION", one per next piece.
+constraints=true the fields after SOURCE (and PREFIX) are target phrases the translation must hold (decoding=beam;
+decoding.glossary=FILE adds its terms found in the source); with decoding.alternatives=K each line gives K lines
+"LINE<TAB>SCORE<TAB>TRANSLATION", one per next piece.
 
 The input is read, translated and written `chunk_lines` lines at a time (`transformer.decoding.chunks`): each chunk's
 translations are printed and flushed when it is done, so a pipe sees them before the input ends, and memory does
@@ -44,6 +46,7 @@ from transformer.decoding.chunks import (
     show_progress,
     translate_in_chunks,
 )
+from transformer.decoding.glossary import load_glossary
 from transformer.decoding.sentences import split_line
 
 if TYPE_CHECKING:
@@ -88,9 +91,9 @@ def decode_lines(raw: Iterable[bytes], name: str, bad: BadLines, start: int = 1)
             yield ""
 
 
-def interactive(translator: TextTranslator, bad: BadLines, prefix: bool = False) -> None:
-    """Translate each line as it is typed (`prefix`: SOURCE<TAB>PREFIX), until end of input (Ctrl-D); prompts go
-    to stderr."""
+def interactive(translator: TextTranslator, bad: BadLines, prefix: bool = False, constraints: bool = False) -> None:
+    """Translate each line as it is typed (with `prefix` and `constraints`, its fields as `split_fields` reads them),
+    until end of input (Ctrl-D); prompts go to stderr."""
     print("Type a sentence and press Enter; Ctrl-D quits.", file=sys.stderr)
     number = 0
     while True:
@@ -101,8 +104,11 @@ def interactive(translator: TextTranslator, bad: BadLines, prefix: bool = False)
             return
         number += 1
         line = next(decode_lines([raw], "input", bad, start=number))
-        sources, prefixes = split_prefixes([line]) if prefix else ([line], None)
-        print(translator.translate(sources, prefixes=prefixes)[0], flush=True)
+        fields = split_fields([line], prefix, constraints)
+        print(
+            translator.translate(fields.sources, prefixes=fields.prefixes, constraints=fields.constraints)[0],
+            flush=True,
+        )
 
 
 def format_results(
@@ -146,10 +152,27 @@ def plot_attention(
             save_figure(fig, directory / f"{number:04d}.png")
 
 
-def split_prefixes(lines: list[str]) -> tuple[list[str], list[str]]:
-    """Lines "SOURCE<TAB>PREFIX" as sources and prefixes (a line without a tab has the prefix "")."""
-    pairs = [line.split("\t", 1) if "\t" in line else [line, ""] for line in lines]
-    return [source for source, _ in pairs], [prefix for _, prefix in pairs]
+@dataclass
+class Fields:
+    """Input lines split into their fields: sources, and prefixes and constraint phrases where the lines hold them."""
+
+    sources: list[str]
+    prefixes: list[str] | None = None
+    constraints: list[list[str]] | None = None
+
+
+def split_fields(lines: list[str], prefix: bool, constraints: bool) -> Fields:
+    """Lines "SOURCE[<TAB>PREFIX][<TAB>PHRASE...]" as their fields (`prefix`, `constraints`: which they hold; a
+    missing field is empty)."""
+    if not (prefix or constraints):
+        return Fields(lines)
+    rows = [line.split("\t") if constraints else line.split("\t", 1) for line in lines]
+    fields = Fields([row[0] for row in rows])
+    if prefix:
+        fields.prefixes = [row[1] if len(row) > 1 else "" for row in rows]
+    if constraints:
+        fields.constraints = [row[1 + prefix :] for row in rows]
+    return fields
 
 
 def translate_chunk(cfg: DictConfig, translator: TextTranslator, chunk: Chunk, bar: tqdm) -> str:
@@ -158,12 +181,14 @@ def translate_chunk(cfg: DictConfig, translator: TextTranslator, chunk: Chunk, b
     generator = translator.generator(chunk_seed(cfg.decoding.seed, chunk.index))
     if cfg.split_sentences:
         return translate_paragraphs(translator, chunk.lines, generator)
-    sources, prefixes = split_prefixes(chunk.lines) if prefixed(cfg) else (chunk.lines, None)
-    results = translator.search(sources, generator=generator, bar=bar, prefixes=prefixes)
+    fields = split_fields(chunk.lines, prefixed(cfg), cfg.constraints)
+    results = translator.search(
+        fields.sources, generator=generator, bar=bar, prefixes=fields.prefixes, constraints=fields.constraints
+    )
     if cfg.plot_attention:
         plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer, chunk.start)
     per_line = max(cfg.decoding.n_best, cfg.decoding.alternatives)
-    return format_results(translator, results, per_line, chunk.start, prefixes)
+    return format_results(translator, results, per_line, chunk.start, fields.prefixes)
 
 
 def prefixed(cfg: DictConfig) -> bool:
@@ -171,15 +196,17 @@ def prefixed(cfg: DictConfig) -> bool:
     return bool(cfg.prefix or cfg.prefix_file)
 
 
-def with_prefixes(lines: Iterable[str], path: Path, bad: BadLines) -> Iterator[str]:
-    """Each input line joined to the line of the same number in `path` as "SOURCE<TAB>PREFIX" (a tab in the source
-    becomes a space, as SentencePiece reads it); refuses files of different lengths once one of them ends."""
+def with_prefixes(lines: Iterable[str], path: Path, bad: BadLines, constraints: bool) -> Iterator[str]:
+    """Each input line with the line of the same number in `path` as its prefix, "SOURCE<TAB>PREFIX" (then its
+    constraint phrases, if it has them; else a tab in the source becomes a space, as SentencePiece reads it); refuses
+    files of different lengths once one of them ends."""
     prefixes = decode_lines(raw_lines(path), str(path), bad)
     for number, (line, prefix) in enumerate(zip_longest(lines, prefixes), start=1):
         if line is None or prefix is None:
             shorter = "prefix_file" if prefix is None else "the input"
             raise UserError(f"prefix_file={path} and the input differ in length: {shorter} ends before line {number}")
-        yield line.replace("\t", " ") + "\t" + prefix
+        source, *phrases = line.split("\t") if constraints else [line.replace("\t", " ")]
+        yield "\t".join([source, prefix, *phrases])
 
 
 def input_lines(cfg: DictConfig, bad: BadLines) -> Iterable[str]:
@@ -191,7 +218,7 @@ def input_lines(cfg: DictConfig, bad: BadLines) -> Iterable[str]:
         lines = decode_lines(raw_lines(Path(cfg.input)), str(cfg.input), bad)
     else:
         lines = decode_lines(sys.stdin.buffer, "input", bad)
-    return with_prefixes(lines, Path(cfg.prefix_file), bad) if cfg.prefix_file else lines
+    return with_prefixes(lines, Path(cfg.prefix_file), bad, cfg.constraints) if cfg.prefix_file else lines
 
 
 def total_lines(cfg: DictConfig) -> int | None:
@@ -215,6 +242,7 @@ def job_record(cfg: DictConfig, loaded: Loaded) -> dict:
         "decoding": OmegaConf.to_container(cfg.decoding),
         "split_sentences": cfg.split_sentences,
         "prefixed": prefixed(cfg),
+        "constraints": cfg.constraints,
         "chunk_lines": cfg.chunk_lines,
     }
 
@@ -245,6 +273,8 @@ def check_settings(cfg: DictConfig, prompt: bool) -> None:
         raise UserError(
             "split_sentences=true prints one line per input line: no n_best > 1, alternatives or plot_attention"
         )
+    if cfg.decoding.glossary:
+        load_glossary(cfg.decoding.glossary)  # its mistakes before the model loads
     if cfg.prefix_file and not Path(cfg.prefix_file).is_file():
         raise UserError(f"prefix_file={cfg.prefix_file} is not a file; give one prefix per input line in it")
     if cfg.prefix_file and prompt:
@@ -273,7 +303,7 @@ def main(cfg: DictConfig) -> None:
         translator = loaded.translator(cfg.decoding)
         bad = BadLines()
         if prompt:
-            interactive(translator, bad, cfg.prefix)
+            interactive(translator, bad, cfg.prefix, cfg.constraints)
         else:
             translate_input(cfg, loaded, translator, bad)
         bad.check()

@@ -347,6 +347,8 @@ class TranslateConfig:
     # SOURCE<TAB>PREFIX (a line without a tab has none); prefix_file=FILE holds one prefix per input line
     prefix: bool = False
     prefix_file: str | None = None
+    # Target phrases each translation must hold (decoding=beam): input lines are SOURCE[<TAB>PREFIX]<TAB>PHRASE...
+    constraints: bool = False
     # file to write (default: stdout); built chunk by chunk in .NAME.chunks beside it, where a killed run continues
     output: str | None = None
     chunk_lines: int = CHUNK_LINES  # lines read, translated and written at a time (batched by length within one)

@@ -98,7 +98,7 @@ class Greedy(Strategy):
 
 class Beam(Strategy):
     name, help = "beam", "beam search: the best `n_best` hypotheses under a length penalty"
-    controls = frozenset({"prefix", "alternatives", "suppress"})
+    controls = frozenset({"prefix", "alternatives", "suppress", "constraints"})
     options = {
         "beam_size": Option(5, "hypotheses kept at each step", {"ge": 1}, request={"le": 16}),
         "n_best": Option(
@@ -205,6 +205,7 @@ CONTROLS = {
     "prefix": "target text the translation starts with; an unfinished last word is completed",
     "alternatives": "the k likeliest next pieces after the prefix, each completed to a whole translation",
     "suppress": "target words or phrases never generated (ban_unk: the unknown piece)",
+    "constraints": "target phrases each translation must hold, in any order (per sentence, or from a glossary)",
 }
 CTRANSLATE2_CONTROLS = frozenset({"prefix", "alternatives", "suppress"})
 
@@ -212,6 +213,8 @@ CTRANSLATE2_CONTROLS = frozenset({"prefix", "alternatives", "suppress"})
 def control_problems(strategy: str, asked: list[str], engine: str = "pytorch") -> list[str]:
     """What is wrong with asking `strategy` on `engine` for the controls `asked` (names of `CONTROLS`)."""
     found = []
+    if "alternatives" in asked and "constraints" in asked:
+        found.append("alternatives and constraints do not go together: the first piece of an alternative is free")
     for name in asked:
         honour = [other for other, entry in STRATEGIES.items() if name in entry.controls]
         if strategy in STRATEGIES and name not in STRATEGIES[strategy].controls:

@@ -9,6 +9,8 @@ go round the banks, the best candidate of each bank first (the fullest bank firs
 of each, and so on: hypotheses that have placed more phrases keep places beside those that score better. Only a
 hypothesis that has met every phrase may end (EOS); a sentence none of whose hypotheses has by its output limit
 gets no hypothesis. A phrase matched inside a longer match of another is not looked for (no trie, as Hu et al.).
+Given the target pieces (`Controls.pieces`), a phrase ends on a word's end: the piece after it may not go on its
+last word.
 """
 
 from dataclasses import dataclass, replace
@@ -46,14 +48,15 @@ class Phrases:
 @dataclass
 class Progress:
     """Where each row stands: `met` (N, C) phrases met (padding counts as met), `current` (N,) the phrase in
-    progress (-1: none), `matched` (N,) its tokens matched so far."""
+    progress (-1: none), `matched` (N,) its tokens matched so far, `ended` (N,) whether its last token ended one."""
 
     met: Tensor
     current: Tensor
     matched: Tensor
+    ended: Tensor
 
     def rows(self, index: Tensor) -> "Progress":
-        return Progress(self.met[index], self.current[index], self.matched[index])
+        return Progress(self.met[index], self.current[index], self.matched[index], self.ended[index])
 
     def bank(self, lengths: Tensor) -> Tensor:
         """(N,): the phrase tokens each row has matched; `lengths` (N, C) its sentence's phrase lengths."""
@@ -67,7 +70,7 @@ def start(phrases: Phrases) -> Progress:
     """One row per sentence, nothing matched."""
     batch = phrases.ids.size(0)
     none = torch.full((batch,), -1, dtype=torch.long, device=phrases.ids.device)
-    return Progress(phrases.lengths == 0, none, torch.zeros_like(none))
+    return Progress(phrases.lengths == 0, none, torch.zeros_like(none), torch.zeros_like(none, dtype=torch.bool))
 
 
 def advance(progress: Progress, ids: Tensor, lengths: Tensor, tokens: Tensor) -> Progress:
@@ -85,7 +88,7 @@ def advance(progress: Progress, ids: Tensor, lengths: Tensor, tokens: Tensor) ->
     done = (phrase >= 0) & (matched == lengths[rows, phrase.clamp(min=0)])
     met = progress.met.clone()
     met[rows[done], phrase[done]] = True
-    return Progress(met, torch.where(done, -1, phrase), torch.where(done, 0, matched))
+    return Progress(met, torch.where(done, -1, phrase), torch.where(done, 0, matched), done)
 
 
 def wanted(progress: Progress, ids: Tensor) -> Tensor:
@@ -97,6 +100,15 @@ def wanted(progress: Progress, ids: Tensor) -> Tensor:
     others = torch.arange(ids.size(1), device=ids.device) != progress.current[:, None]
     firsts = torch.where(~progress.met & others, ids[:, :, 0], -1)  # (N, C)
     return torch.cat([nxt[:, None], firsts], dim=1)
+
+
+def word_pieces(pieces: list[str] | None, size: int, device: torch.device) -> Tensor:
+    """(V,): the pieces that go on a word (a letter or digit first, no "▁"): none may follow a phrase, whose last
+    word would grow ("cat" + "s"); none known without `pieces`."""
+    glues = torch.zeros(size, dtype=torch.bool)
+    for i, piece in enumerate((pieces or [])[:size]):
+        glues[i] = bool(piece) and piece[0].isalnum()
+    return glues.to(device)
 
 
 def allocate(bank: Tensor, scores: Tensor, k: int, banks: int) -> Tensor:
@@ -160,7 +172,10 @@ def constrained_beam(
         sentence = active.repeat_interleave(width)  # (B·W,): the original sentence of each row
         ids, lengths = phrases.ids[sentence], phrases.lengths[sentence]
         logp = search.step()
+        if t == 0:
+            glues = word_pieces(controls.pieces, logp.size(1), device)
         logp[~progress.complete(), eos_id] = NEG_INF  # only a hypothesis holding every phrase may end
+        logp[progress.ended[:, None] & glues] = NEG_INF  # a phrase ends on a word's end
         total, tokens, rows = _candidates(scores, logp, wanted(progress, ids), k)  # (B, M)
         token_logp = total - scores.view(-1)[rows]
         after = advance(progress.rows(rows.flatten()), ids[rows.flatten()], lengths[rows.flatten()], tokens.flatten())

@@ -89,11 +89,15 @@ class TextTranslator(ABC):
         """Search the sentences `todo` (indices into `ids`) batch by batch, each steered by `steer` of its
         indices: (indices, their hypotheses)."""
 
-    def typed(self, prefix: str) -> TypedPrefix:
-        """`prefix` as this engine forces it: the ids forced and the rest of an unfinished word to spell."""
+    def pieces(self) -> list[str] | None:
+        """The target pieces by id (`steered_text.target_pieces`) where this engine spells words, else None."""
         if self.spells_words and self._pieces is None:
             self._pieces = target_pieces(self.tokenizer)
-        return typed_prefix(self.tokenizer, prefix, self._pieces if self.spells_words else None)
+        return self._pieces if self.spells_words else None
+
+    def typed(self, prefix: str) -> TypedPrefix:
+        """`prefix` as this engine forces it: the ids forced and the rest of an unfinished word to spell."""
+        return typed_prefix(self.tokenizer, prefix, self.pieces())
 
     def _steer(self, typed: list[TypedPrefix] | None, phrases: list[list[list[int]]] | None) -> Steer:
         """The controls of a batch: the prefixes `typed` and constraint `phrases` of its sentences, and `cfg`'s
@@ -102,7 +106,7 @@ class TextTranslator(ABC):
         suppress = self._suppressed()
         if typed is None and phrases is None and not suppress and not cfg.alternatives:
             return lambda rows: None
-        pieces = self._pieces if self.spells_words else None
+        pieces = self.pieces()
 
         def steer(rows: list[int]) -> Controls:
             prefixes = None if typed is None else [typed[i].forced for i in rows]

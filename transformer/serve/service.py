@@ -112,11 +112,12 @@ class Service:
             "serve": dataclasses.asdict(self.settings),
         }
 
-    def _config(self, options: DecodingOptions, prefixed: bool) -> DecodingConfig:
+    def _config(self, options: DecodingOptions, prefixed: bool, constrained: bool = False) -> DecodingConfig:
         cfg = decoding_settings(self.defaults, **options.given())
         if found := strategy_problems(cfg, bounds=False):
             raise RequestError(422, "; ".join(found))
         on = {"prefix": prefixed, "alternatives": cfg.alternatives > 0, "suppress": bool(cfg.suppress or cfg.ban_unk)}
+        on["constraints"] = constrained or bool(cfg.glossary)
         if found := control_problems(cfg.strategy, [name for name, wanted in on.items() if wanted]):
             raise RequestError(422, "; ".join(found).replace("decoding=", "strategy="))
         if cfg.alternatives and cfg.n_best > 1:
