@@ -118,6 +118,8 @@ def test_completions_spell_the_rest_or_start_with_it():
     assert completions(PIECES, "▁pl") == [4, 6, 13, 14]
     assert completions(PIECES, "l") == [10]
     assert completions(PIECES, "ay") == [5, 11]
+    assert completions(PIECES, "▁plX") == []  # no piece spells "X": no start of it leads anywhere (found by fuzzing)
+    assert completions(PIECES, "▁" + "p" * 101) == []  # too long to look for
 
 
 @pytest.mark.parametrize("settings", STRATEGIES[:2], ids=lambda s: s["strategy"])

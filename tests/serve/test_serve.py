@@ -67,6 +67,14 @@ def test_a_prefix_alternatives_and_suppressed_phrases_steer_a_request_as_offline
     alternatives = answer["translations"][0]["sentences"][0]["n_best"]
     assert answer["settings"]["alternatives"] == 3 and len(alternatives) == 3
     assert len({a["text"] for a in alternatives}) == 3 and all(a["text"].startswith("a ") for a in alternatives)
+    constrained = post(constraints=["dog", "a man"])["translations"][0]
+    assert (
+        constrained["text"]
+        == Translator(service.model, service.tokenizer, service.defaults).translate(
+            ["le chat mange."], constraints=[["dog", "a man"]]
+        )[0]
+    )
+    assert "dog" in constrained["text"].split() and "a man" in constrained["text"]
     free = post(strategy="greedy")["translations"][0]["text"].split()
     answer = post(strategy="greedy", suppress=free[:1], ban_unk=True)
     assert answer["settings"]["suppress"] == free[:1] and answer["translations"][0]["text"].split()[:1] != free[:1]
@@ -126,7 +134,13 @@ BAD_BODIES = [
     (b'{"text": "un chien", "n_best": 4}', 422, "n_best=4 must be at most beam_size=3"),
     (b'{"text": "un chien", "sampling": "yes"}', 422, "sampling"),
     (json.dumps({"text": " ".join(["chien"] * 15)}).encode(), 422, "more than the model's"),
-    (b'{"texts": ["un chien"], "target_prefix": "a"}', 422, "target_prefix goes with text"),
+    (b'{"texts": ["un chien"], "target_prefix": "a"}', 422, "target_prefix and constraints go with text"),
+    (b'{"text": "un chien", "constraints": ["dog", "dog"]}', 422, "given twice"),
+    (b'{"text": "un chien", "constraints": ["dog"], "strategy": "greedy"}', 422, "strategy=beam"),
+    (b'{"text": "un chien", "constraints": ["dog", "cat", "red"]}', 422, "beam_size=4 or more"),
+    (b'{"text": "un chien", "constraints": ["dog"], "suppress": ["dog"]}', 422, "suppressed"),
+    (b'{"text": "un chien", "constraints": ["a b c d e f g h i j"]}', 422, "output limit"),
+    (json.dumps({"text": "un chien", "constraints": ["x"] * 9}).encode(), 422, "constraints"),
     (json.dumps({"text": "un chien", "target_prefix": "a b c d e f g h i j k"}).encode(), 422, "output limit"),
     (b'{"text": "un chien", "target_prefix": "a", "sampling": true, "alternatives": 2}', 422, "strategy=greedy or"),
     (b'{"text": "un chien", "alternatives": 2, "n_best": 2}', 422, "leave n_best at 1"),
@@ -167,10 +181,10 @@ def test_concurrent_requests_with_equal_settings_share_a_batch_and_others_do_not
 def test_a_slow_request_gets_a_503_and_the_server_keeps_serving(checkpoint, monkeypatch):
     decode = service_module.decode_batch
 
-    def slow_for_some(translator, sentences, cfg, seed, prefixes=None):
+    def slow_for_some(translator, sentences, cfg, seed, *steering):
         if any("lent" in s for s in sentences):
             time.sleep(3)
-        return decode(translator, sentences, cfg, seed, prefixes)
+        return decode(translator, sentences, cfg, seed, *steering)
 
     monkeypatch.setattr(service_module, "decode_batch", slow_for_some)
     with running_server(checkpoint, timeout_s=1.0, workers=2, max_wait_ms=0.0) as (url, service):

@@ -59,9 +59,20 @@ def forced_lengths(controls: Controls | None, batch: int) -> list[int]:
     return [len(p) for p in controls.prefixes]
 
 
+LONGEST_WORD = 100  # characters: a longer unfinished word is forced as SentencePiece splits it
+
+
 def completions(pieces: list[str], rest: str) -> list[int]:
-    """The ids of the pieces that go on spelling `rest`: each either a start of `rest` or starting with all of it."""
-    return [i for i, piece in enumerate(pieces) if piece and (rest.startswith(piece) or piece.startswith(rest))]
+    """The ids of the pieces that go on spelling `rest`: each starting with all of it, or a start of it after which
+    the remainder can still be spelled, so that no search is led where no piece goes on ([] for a `rest` longer
+    than `LONGEST_WORD`)."""
+    if len(rest) > LONGEST_WORD:
+        return []
+    spelled = [False] * len(rest) + [True]  # spelled[j]: rest[j:] can be spelled out
+    for j in range(len(rest) - 1, -1, -1):
+        tail = rest[j:]
+        spelled[j] = any(p and (p.startswith(tail) or (tail.startswith(p) and spelled[j + len(p)])) for p in pieces)
+    return [i for i, p in enumerate(pieces) if p and (p.startswith(rest) or (rest.startswith(p) and spelled[len(p)]))]
 
 
 class Steering:

@@ -158,20 +158,25 @@ class TextTranslator(ABC):
             )
         return kept
 
+    def sentence_phrases(self, sentence: str, given: list[str]) -> list[list[int]] | None:
+        """The constraint phrases of `sentence` as ids: `given`, then its `cfg.glossary` terms; None when it has
+        none to look for. Raises `steered_text.SteeringError` where they are wrong."""
+        glossary = load_glossary(self.cfg.glossary) if self.cfg.glossary else None
+        terms = glossary.terms(sentence) if glossary else []
+        return encode_constraints(self.tokenizer, given, terms, self._suppressed(), self.cfg.beam_size)
+
     def phrases(
         self, sentences: list[str], constraints: list[list[str]] | None, todo: list[int]
     ) -> tuple[list[list[list[int]]] | None, list[int]]:
-        """Each sentence's constraint phrases as ids (given, then from `cfg.glossary`), and `todo` without the
-        sentences whose constraints are wrong (each logged); (None, todo) when there are none."""
-        glossary = load_glossary(self.cfg.glossary) if self.cfg.glossary else None
-        if constraints is None and glossary is None:
+        """Each sentence's constraint phrases as ids (`sentence_phrases`), and `todo` without the sentences whose
+        constraints are wrong (each logged); (None, todo) when there are none to look for."""
+        if constraints is None and not self.cfg.glossary:
             return None, todo
-        suppress, found, kept = self._suppressed(), [[] for _ in sentences], []
+        found: list[list[list[int]]] = [[] for _ in sentences]
+        kept = []
         for i in todo:
-            terms = glossary.terms(sentences[i]) if glossary else []
-            given = list(constraints[i]) if constraints else []
             try:
-                found[i] = encode_constraints(self.tokenizer, given, terms, suppress, self.cfg.beam_size)
+                found[i] = self.sentence_phrases(sentences[i], list(constraints[i]) if constraints else [])
             except SteeringError as err:
                 log.error("sentence %d: %s; it is left untranslated", i + 1, err)
                 continue

@@ -26,9 +26,14 @@ def decoding_settings(defaults: DecodingConfig, **request) -> DecodingConfig:
 
 
 def decode_batch(
-    translator: Translator, sentences: list[str], cfg: DecodingConfig, seed: int, prefixes: list[str] | None = None
+    translator: Translator,
+    sentences: list[str],
+    cfg: DecodingConfig,
+    seed: int,
+    prefixes: list[str] | None = None,
+    constraints: list[list[str]] | None = None,
 ) -> list[Result]:
-    """Search `sentences` together with the settings `cfg`, each after its prefix in `prefixes`; sampling draws from
-    a generator seeded with `seed`."""
+    """Search `sentences` together with the settings `cfg`, each after its prefix in `prefixes` and holding its
+    `constraints`; sampling draws from a generator seeded with `seed`."""
     cfg = dataclasses.replace(cfg, seed=seed, batch_size=max(1, len(sentences)))
-    return translator.with_config(cfg).search(sentences, prefixes=prefixes)
+    return translator.with_config(cfg).search(sentences, prefixes=prefixes, constraints=constraints)

@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from transformer.core.config import TAG_PATTERN
 from transformer.core.strategies import CONTROLS, STRATEGIES, Option, options
 
-MAX_PHRASES, MAX_PHRASE_CHARS = 32, 200  # what a request may suppress
+MAX_PHRASES, MAX_PHRASE_CHARS = 32, 200  # what a request may suppress; each phrase, a constraint too
+MAX_CONSTRAINTS = 8  # a request's constraint phrases
 
 
 def whole(value: object) -> object:
@@ -80,13 +81,16 @@ class TranslateRequest(DecodingOptions):
     texts: list[str] | None = Field(None, description="several texts, translated in one request")
     split: bool = Field(True, description="split each line into sentences and join the translations back")
     target_prefix: str | None = Field(None, description=f"with text, one sentence (not split): {CONTROLS['prefix']}")
+    constraints: list[Annotated[str, Field(min_length=1, max_length=MAX_PHRASE_CHARS)]] | None = Field(
+        None, max_length=MAX_CONSTRAINTS, description=f"with text, one sentence (not split): {CONTROLS['constraints']}"
+    )
 
     @model_validator(mode="after")
     def one_of_text_or_texts(self) -> "TranslateRequest":
         if (self.text is None) == (self.texts is None):
             raise ValueError("give either text or texts")
-        if self.target_prefix is not None and self.text is None:
-            raise ValueError("target_prefix goes with text (one sentence), not texts")
+        if (self.target_prefix is not None or self.constraints is not None) and self.text is None:
+            raise ValueError("target_prefix and constraints go with text (one sentence), not texts")
         return self
 
     def all_texts(self) -> list[str]:

@@ -12,6 +12,7 @@ from transformer.core.strategies import problems as strategy_problems
 from transformer.decoding.heatmaps import attention_matrix, attention_tokens
 from transformer.decoding.search_state import SearchOptions
 from transformer.decoding.sentences import join_text, split_text
+from transformer.decoding.steered_text import SteeringError
 from transformer.runs.loading import Loaded
 from transformer.runs.run_folder import RunFolder
 from transformer.serve.batcher import Batcher, BatchInfo, Job, QueueFull, ShuttingDown
@@ -36,6 +37,16 @@ def lone_surrogate(text: str) -> int | None:
     """The index of the first lone surrogate in `text` (not Unicode text, no UTF-8 for it), or None."""
     match = LONE_SURROGATE.search(text)
     return match.start() if match else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Steered:
+    """One sentence of a request, with the target prefix its translation starts with and the constraint phrases it
+    must hold."""
+
+    source: str
+    prefix: str = ""
+    constraints: tuple[str, ...] | None = None
 
 
 @dataclasses.dataclass
@@ -89,11 +100,13 @@ class Service:
             settings.max_waiting,
         )
 
-    def _decode(self, sentences: list[tuple[str, str]], settings: tuple[DecodingConfig, int]) -> list[Result]:
-        """Search a batch's (source, prefix) pairs."""
+    def _decode(self, sentences: list[Steered], settings: tuple[DecodingConfig, int]) -> list[Result]:
+        """Search a batch's sentences, each steered by its prefix and constraints."""
         cfg, seed = settings
-        sources, prefixes = [source for source, _ in sentences], [prefix for _, prefix in sentences]
-        return decode_batch(self.translator, sources, cfg, seed, prefixes if any(prefixes) else None)
+        sources = [s.source for s in sentences]
+        prefixes = [s.prefix for s in sentences] if any(s.prefix for s in sentences) else None
+        phrases = [list(s.constraints) for s in sentences] if any(s.constraints for s in sentences) else None
+        return decode_batch(self.translator, sources, cfg, seed, prefixes, phrases)
 
     def info(self) -> dict:
         """The model, its vocabularies, the decoding defaults and the limits."""
@@ -149,28 +162,31 @@ class Service:
                 raise RequestError(422, f"sentence {i + 1} has {n} tokens, more than the model's {limit}; split it")
         return sum(n + 1 for n in lengths)
 
-    def _room(self, source: str, prefix: str, cfg: DecodingConfig) -> None:
-        """Refuse a prefix that leaves no room under the sentence's output limit."""
-        translator, length = self.translator.with_config(cfg), len(self.tokenizer.encode_src([source], cfg.tag)[0])
-        typed = translator.typed(prefix)
-        needed = translator.needed(typed, None)
+    def _steering(self, sentence: Steered, cfg: DecodingConfig) -> None:
+        """Refuse a sentence's wrong constraints, or a prefix and constraints beyond its output limit."""
+        translator = self.translator.with_config(cfg)
+        try:
+            phrases = translator.sentence_phrases(sentence.source, list(sentence.constraints or ()))
+        except SteeringError as err:
+            raise RequestError(422, str(err)) from None
+        typed = translator.typed(sentence.prefix) if sentence.prefix else None
+        needed = translator.needed(typed, phrases)
+        length = len(self.tokenizer.encode_src([sentence.source], cfg.tag)[0])
         if (limit := translator.without_room(length, needed, SearchOptions.from_config(cfg))) is not None:
-            message = f"target_prefix has {len(typed.forced)} pieces; the output limit of this sentence is {limit}"
-            raise RequestError(422, message)
+            raise RequestError(422, f"the prefix and constraints need {needed} pieces; the output limit is {limit}")
 
-    async def decode(
-        self, sentences: list[str], options: DecodingOptions, prefixes: list[str] | None = None
-    ) -> Decoded:
-        """Queue `sentences` (each after its prefix in `prefixes`) for a batch and wait for their results, at most
+    async def decode(self, sentences: list[Steered], options: DecodingOptions) -> Decoded:
+        """Queue `sentences` (each with what steers it) for a batch and wait for their results, at most
         `timeout_s`."""
-        cfg = self._config(options, prefixes is not None)
+        prefixed, constrained = any(s.prefix for s in sentences), any(s.constraints for s in sentences)
+        cfg = self._config(options, prefixed, constrained)
         seed = options.seed if options.seed is not None else secrets.randbits(63)
-        for source, prefix in zip(sentences, prefixes or []):
-            self._room(source, prefix, cfg)
+        if prefixed or constrained or cfg.glossary:
+            for sentence in sentences:
+                self._steering(sentence, cfg)
         # Sampling draws from the request's own generator, so a sampled request is a batch of its own.
         key = ("draws", object()) if STRATEGIES[cfg.strategy].draws(cfg) else dataclasses.astuple(cfg)
-        pairs = list(zip(sentences, prefixes or [""] * len(sentences)))
-        job = Job(pairs, self._tokens(sentences, cfg.tag), key, (cfg, seed))
+        job = Job(sentences, self._tokens([s.source for s in sentences], cfg.tag), key, (cfg, seed))
         try:
             future = asyncio.wrap_future(self.batcher.submit(job))
             results, batch = await asyncio.wait_for(future, self.settings.timeout_s)
@@ -200,14 +216,14 @@ class Service:
         start = time.monotonic()
         texts = request.all_texts()
         self._check(texts)
-        if request.target_prefix is not None:
+        if request.target_prefix is not None or request.constraints is not None:
             return await self._steered(request, start)
         layouts = [split_text(t) if request.split else [[line.strip()] for line in t.split("\n")] for t in texts]
         sentences = [s for layout in layouts for line in layout for s in line if s]
         if len(sentences) > self.settings.max_sentences:
             limit = self.settings.max_sentences
             raise RequestError(413, f"{len(sentences)} sentences; at most {limit} per request")
-        decoded = await self.decode(sentences, request)
+        decoded = await self.decode([Steered(s) for s in sentences], request)
         answers, results = [], iter(decoded.results)
         for layout in layouts:
             lines = [[self._sentence(s, next(results)) for s in line if s] for line in layout]
@@ -216,13 +232,16 @@ class Service:
         return answer_head(self.name, decoded, start) | {"translations": answers}
 
     async def _steered(self, request: TranslateRequest, start: float) -> dict:
-        """`request.text` as one sentence, translated after `target_prefix` (its alternatives in `n_best`)."""
-        source, prefix = " ".join(request.text.split()), request.target_prefix
+        """`request.text` as one sentence, translated after `target_prefix` (its alternatives in `n_best`) and
+        holding its `constraints`."""
+        source, prefix = " ".join(request.text.split()), request.target_prefix or ""
         if len(prefix) > self.settings.max_chars:
             raise RequestError(413, f"target_prefix has {len(prefix)} characters; at most {self.settings.max_chars}")
-        if (at := lone_surrogate(prefix)) is not None:
-            raise RequestError(422, f"target_prefix has a lone surrogate at character {at + 1}: not Unicode text")
-        decoded = await self.decode([source], request, [prefix])
+        for name, text in [("target_prefix", prefix), *(("constraints", c) for c in request.constraints or [])]:
+            if (at := lone_surrogate(text)) is not None:
+                raise RequestError(422, f"{name} has a lone surrogate at character {at + 1}: not Unicode text")
+        constraints = tuple(request.constraints) if request.constraints is not None else None
+        decoded = await self.decode([Steered(source, prefix, constraints)], request)
         sentence = self._sentence(source, decoded.results[0], prefix)
         return answer_head(self.name, decoded, start) | {
             "translations": [{"text": sentence["translation"], "sentences": [sentence]}]
@@ -235,7 +254,7 @@ class Service:
         layers = self.model.cross_attention_layers
         if request.layer is not None and not -layers <= request.layer < layers:
             raise RequestError(422, f"layer={request.layer}: the model has {layers} decoder layers")
-        decoded = await self.decode([request.text.strip()], request)
+        decoded = await self.decode([Steered(request.text.strip())], request)
         src_ids, hyps = decoded.results[0]
         tgt_ids = hyps[0].tokens if hyps else []
 
