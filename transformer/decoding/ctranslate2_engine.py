@@ -118,6 +118,8 @@ class CTranslate2Translator(TextTranslator):
     ) -> list[list[Hypothesis]]:
         """The hypotheses of a batch of source pieces, none holding `<pad>` or `<s>`, scored as ours are (see the
         module docstring)."""
+        if controls is not None and controls.constraints:
+            raise UserError("engine=ctranslate2 has no constraints (nor glossary): use engine=pytorch")
         arguments = self._arguments(options, max_len, controls)
         suppress = [self._tgt_pieces(ids) for ids in controls.suppress] if controls is not None else []
         forced = forced_lengths(controls, len(pieces))
