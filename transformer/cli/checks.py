@@ -7,7 +7,6 @@ negative dropout, an attention kind that cannot serve its use (a decoding strate
 
 import re
 from dataclasses import asdict
-from pathlib import Path
 
 from transformer.core.config import (
     ATTENTION_USES,
@@ -221,8 +220,6 @@ def _check_controls(problems: list[str], cfg) -> None:
     problems += control_problems(d.strategy, asked, cfg.get("engine", "pytorch"))
     if (prefixed or cfg.get("constraints")) and cfg.get("split_sentences"):
         problems.append("split_sentences=true splits a line into sentences: a prefix or constraints belong to one")
-    if d.glossary and not Path(d.glossary).is_file():
-        problems.append(f"decoding.glossary={d.glossary} is not a file; give a TSV of SOURCE TERM<TAB>TARGET TERM")
     if cfg.get("prefix") and cfg.get("prefix_file"):
         problems.append("give the prefixes either in the input (prefix=true) or in prefix_file=FILE, not both")
 

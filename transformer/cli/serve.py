@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformer.cli import hydra_app, user_errors
 from transformer.core.config import ServeConfig
 from transformer.core.errors import UserError
+from transformer.decoding.glossary import load_glossary
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,8 @@ def main(cfg: DictConfig) -> None:
             from transformer.serve.service import Service
         except ImportError as err:
             raise UserError(f"transformer-serve needs the serve extra: pip install -e '.[serve]' ({err})") from err
+        if cfg.decoding.glossary:
+            load_glossary(cfg.decoding.glossary)  # its mistakes before the model loads
         os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_KERNELS_KEPT)
         settings = OmegaConf.to_object(cfg.serve)
         if settings.num_threads > 0:

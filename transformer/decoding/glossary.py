@@ -33,7 +33,9 @@ def whole_words(term: str) -> re.Pattern:
 
 @functools.lru_cache(maxsize=4)
 def load_glossary(path: str) -> Glossary:
-    """The glossary in `path`; refuses a line without exactly two non-empty columns, naming it."""
+    """The glossary in `path`; refuses a missing file, and a line without exactly two non-empty columns, naming it."""
+    if not Path(path).is_file():
+        raise UserError(f"decoding.glossary={path} is not a file; give a TSV of SOURCE TERM<TAB>TARGET TERM")
     entries = []
     for number, raw in enumerate(raw_lines(Path(path)), start=1):
         line = decode_line(raw, f"{path}:{number}")
