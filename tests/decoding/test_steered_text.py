@@ -3,6 +3,7 @@
 import pytest
 
 from tests.decoding.test_translator import translator
+from transformer.core.errors import UserError
 from transformer.decoding.steered_text import target_pieces, typed_prefix
 from transformer.decoding.steering import SPACE, completions
 
@@ -60,3 +61,31 @@ def test_alternatives_go_on_from_the_prefix_each_differently(prefix):
     (texts,) = t.translate_nbest(["le chat dort"], prefixes=[prefix])
     assert len(texts) == min(3, possible) and len({text for text, _ in texts}) == len(texts)
     assert all(text.startswith(prefix) for text, _ in texts)
+
+
+def test_wrong_constraints_are_named_and_their_sentence_alone_is_left(caplog):
+    t = translator("beam", beam_size=4, max_len_b=12, suppress=["rouge"])
+    given = [["dog"], [""], ["cat", "cat"], ["☃"], ["a", "b", "c", "d"], ["chien rouge"], []]
+    with caplog.at_level("ERROR"):
+        out = t.translate(["un chien"] * len(given), constraints=given)
+    assert out[0] and out[6] and out[1:6] == [""] * 5
+    for number, message in [
+        (2, "constraint 1 is empty"),
+        (3, "constraint 'cat' is given twice"),
+        (4, "constraint '☃' has only pieces the model does not know"),
+        (5, "4 constraints need decoding.beam_size=5 or more"),
+        (6, "constraint 'chien rouge' holds a suppressed sequence"),
+    ]:
+        assert f"sentence {number}: {message}" in caplog.text
+
+
+def test_a_glossary_constrains_the_sentences_holding_its_source_terms(tmp_path):
+    (tmp_path / "terms.tsv").write_text("# source\ttarget\nchat\tdance\nhomme rouge\tred hat\nparc\tgarden\n")
+    t = translator("beam", beam_size=4, max_len_b=12, glossary=str(tmp_path / "terms.tsv"))
+    out = t.translate(["le chat dort", "un  homme rouge", "les chats", "Parc"])
+    assert "dance" in out[0].split() and "red hat" in out[1]
+    assert "dance" not in out[2] and "garden" not in out[3]  # whole words only, case as given
+    (tmp_path / "bad.tsv").write_text("chat\tkitten\nchien\n")
+    with pytest.raises(UserError, match="bad.tsv:2: a glossary line is SOURCE TERM<TAB>TARGET TERM"):
+        translator("beam", glossary=str(tmp_path / "bad.tsv")).translate(["le chat"])
+    assert "dance" not in translator("beam", beam_size=4).translate(["le chat dort"])[0]  # without it, none

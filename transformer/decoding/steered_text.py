@@ -84,7 +84,7 @@ def encode_constraints(
         raise SteeringError(f"{len(phrases)} constraints need decoding.beam_size={len(phrases) + 1} or more")
     encoded = tokenizer.encode_tgt(phrases) if phrases else []
     for phrase, ids in zip(phrases, encoded):
-        if all(i == UNK_ID for i in ids):
+        if all(i == UNK_ID or tokenizer.tgt.id_to_piece(i) == SPACE for i in ids):
             raise SteeringError(f"constraint {phrase!r} has only pieces the model does not know")
         for sequence in suppress:
             if any(ids[j : j + len(sequence)] == sequence for j in range(len(ids))):
