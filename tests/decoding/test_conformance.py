@@ -2,13 +2,14 @@
 
 Properties: cached = uncached (a step with the cache equals recomputing the prefix, and so do whole searches),
 beam 1 = greedy, alone = batched (a sentence's ids and log-probabilities do not depend on its neighbours or on
-padding), masks block the future (a position's logits do not depend on later target tokens). Implementations: the
+padding), masks block the future (a position's logits do not depend on later target tokens), a steered search holds
+its controls (prefix, suppressed sequences, constraints). Implementations: the
 Transformer pre- and post-norm, one per attention kind of `attention.VARIANTS`, both RNN cells, the fp32/bf16/int8
 inference copies (and the RNN's int8 one) and an ensemble. A new implementation is one entry of `IMPLEMENTATIONS`.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import pytest
@@ -20,7 +21,9 @@ from tests.decoding.test_decoding import BOS, EOS, PAD, hypotheses
 from tests.models.test_rnn import tiny_rnn
 from transformer.compute import hardware
 from transformer.core.config import AttentionConfig
+from transformer.decoding import SearchOptions, search
 from transformer.decoding.ensemble import Ensemble
+from transformer.decoding.steering import Controls
 from transformer.fast_inference import inference_copy, kernels
 from transformer.models.attention import USES, VARIANTS, usable
 from transformer.models.interface import Seq2SeqModel
@@ -233,3 +236,25 @@ def test_masks_block_the_future(impl):
     before, after = teacher_forced(model, src, tgt_in), teacher_forced(model, src, changed)
     torch.testing.assert_close(after[:, :5], before[:, :5], atol=impl.atol, rtol=0)
     assert not torch.allclose(after[:, 5:], before[:, 5:], atol=impl.atol)
+
+
+@each
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_a_steered_search_holds_its_controls_cached_or_not(impl, strategy):
+    """A prefix, suppressed tokens and sequences, and (beam) constraints hold on every implementation, and the
+    steered search is the same with and without the cache."""
+    model, src = impl.model(), sources(4, seed=5)
+    prefixes, suppress = [[5, 6], [], [7], [8, 9, 10]], [[11], [12, 13]]
+    constraints = [[[14]], [[15, 16]], [], [[17, 18]]] if strategy == "beam" else None
+    controls = Controls(prefixes=prefixes, suppress=suppress, constraints=constraints)
+    options = SearchOptions.from_config(strategy=strategy, beam_size=3, n_best=2, eos_id=EOS, bos_id=BOS)
+    found = [search(model, src, replace(options, use_cache=c), max_len=MAX_LEN, controls=controls) for c in (1, 0)]
+    assert [[h.tokens for h in hs] for hs in found[0]] == [[h.tokens for h in hs] for hs in found[1]]
+    for i, hyps in enumerate(found[0]):
+        assert hyps
+        for hyp in hyps:
+            tokens = hyp.tokens
+            assert tokens[: len(prefixes[i])] == prefixes[i] and 11 not in tokens
+            assert not any(tokens[j : j + 2] == [12, 13] for j in range(len(tokens)))
+            for phrase in constraints[i] if constraints else []:
+                assert any(tokens[j : j + len(phrase)] == phrase for j in range(len(tokens)))
