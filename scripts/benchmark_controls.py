@@ -37,11 +37,10 @@ from transformer.bench.controls import (
     coverage,
     draw_constraints,
     half_prefixes,
-    median_seconds,
     next_word_accuracy,
 )
 from transformer.bench.serving import read_sentences
-from transformer.bench.timing import cpu_description
+from transformer.bench.timing import cpu_description, measure
 from transformer.cli.export import export
 from transformer.core.config import DecodingConfig
 from transformer.runs.checkpoint import load_checkpoint
@@ -98,7 +97,7 @@ def constraint_figures(translator, sources: list[str], references: list[str], ar
             "plain": lambda t=t, n=count: t.translate(subset[:n]),
             "constrained": lambda t=t, n=count: t.translate(subset[:n], constraints=phrases[:n]),
         }
-        seconds[batch] = median_seconds(runs, args.rounds if batch == 32 else 1)
+        seconds[batch] = measure(runs, args.rounds if batch == 32 else 1, torch.device("cpu"))
         slowdown[batch] = seconds[batch]["constrained"] / seconds[batch]["plain"]
     return {
         "sentences": len(sources),

@@ -3,9 +3,6 @@ the interactive-translation figures of prefixes."""
 
 import random
 import re
-import statistics
-import time
-from collections.abc import Callable
 
 from transformer.decoding.glossary import whole_words
 
@@ -64,16 +61,3 @@ def next_word_accuracy(completions: list[str], nexts: list[str]) -> float:
     """The share of completions whose first word is the reference's next word."""
     pairs = [(c.split()[:1], n) for c, n in zip(completions, nexts) if n]
     return sum(first == [n] for first, n in pairs) / max(1, len(pairs))
-
-
-def median_seconds(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Each run's median wall-clock seconds over `rounds`, the runs interleaved round by round after a warm-up."""
-    for run in runs.values():
-        run()
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}

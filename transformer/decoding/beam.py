@@ -63,6 +63,14 @@ class Pool:
         self.tokens, self.token_scores = all_tokens.gather(1, gather3), all_token_scores.gather(1, gather3)
         self.length = all_length.gather(1, idx)
 
+    def settle(self, done: Tensor, active: Tensor, results: list, forced: list[int], eos_id: int) -> Tensor:
+        """Put the hypotheses of the sentences `done` (B,) in `results` (by original sentence, `active` (B,); the
+        first `forced` of each a prefix's) and return the positions of the sentences that go on."""
+        finished = done.nonzero().flatten().tolist()
+        for b, hyps in zip(active[finished].tolist(), self.hypotheses(finished, eos_id)):
+            results[b] = [replace(h, forced=forced[b]) for h in hyps]
+        return (~done).nonzero().flatten()
+
     def keep(self, sentences: Tensor) -> None:
         for name in ("score", "raw", "tokens", "token_scores", "length"):
             setattr(self, name, getattr(self, name).index_select(0, sentences))
@@ -174,10 +182,7 @@ def beam(
         done = last | ((pool.score[:, -1] > NEG_INF) & (pool.score[:, -1] >= best / best_divisor))
         keep = None  # every sentence goes on
         if done.any():
-            finished = done.nonzero().flatten().tolist()
-            for b, hyps in zip(active[finished].tolist(), pool.hypotheses(finished, eos_id)):
-                results[b] = [replace(h, forced=forced[b]) for h in hyps]
-            keep = (~done).nonzero().flatten()
+            keep = pool.settle(done, active, results, forced, eos_id)
             if keep.numel() == 0:
                 break
             per_sentence = (scores, rows, tokens, logprobs, active, limit, best_divisor)

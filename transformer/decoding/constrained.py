@@ -13,7 +13,7 @@ Given the target pieces (`Controls.pieces`), a phrase ends on a word's end: the 
 last word.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -199,10 +199,7 @@ def constrained_beam(
         done = last | full | (best == NEG_INF)
         keep = None
         if done.any():
-            finished = done.nonzero().flatten().tolist()
-            for b, hyps in zip(active[finished].tolist(), pool.hypotheses(finished, eos_id)):
-                results[b] = [replace(h, forced=forced[b]) for h in hyps]
-            keep = (~done).nonzero().flatten()
+            keep = pool.settle(done, active, results, forced, eos_id)
             if keep.numel() == 0:
                 break
             per_sentence = (scores, rows, tokens, token_logp, active, limit, best_divisor)
