@@ -22,6 +22,8 @@ from transformer.core.errors import UserError
 from transformer.core.special_ids import BOS_ID, EOS_ID, PAD_ID
 from transformer.data.batching import collate, pad
 from transformer.data.tokenizer import Tokenizer, train_sentencepiece
+from transformer.decoding import SearchOptions
+from transformer.decoding.scoring import score
 from transformer.decoding.translator import Translator
 from transformer.models.factory import build_model
 from transformer.runs.checkpoint import load_checkpoint, save_checkpoint
@@ -237,6 +239,21 @@ def test_ctranslate2_steered_by_a_prefix_gives_our_ids_and_scores(toy, ct2_expor
     assert compared >= len(toy["sentences"]) - 1
     texts = [ours.detokenize(hyps, prefix) for (_, hyps), prefix in zip(mine, prefixes)]
     assert all(text.startswith(prefix) for found, prefix in zip(texts, prefixes) for text in found)
+
+
+def test_forced_scores_equal_ctranslate2s_score_batch(toy, ct2_exports):
+    """Scores of given pairs (`decoding.scoring`) equal CTranslate2's `score_batch` on the export, token by token."""
+    ckpt = load_checkpoint(str(toy["pre"]))
+    sentences = [s for s in toy["sentences"] if s]  # the test set's French, then "chien"
+    src_ids = ckpt.tokenizer.encode_src(sentences)
+    targets = ckpt.tokenizer.encode_tgt([*read(toy["dir"] / "test.en"), "dog"])
+    src = pad([ids + [EOS_ID] for ids in src_ids])
+    ours = score(ckpt.model, src, targets, SearchOptions.from_config(strategy="beam"))
+    pieces = [[ckpt.tokenizer.src.id_to_piece(i) for i in ids] for ids in src_ids]
+    target_pieces = [[ckpt.tokenizer.tgt.id_to_piece(i) for i in ids] for ids in targets]
+    theirs = ctranslate2.Translator(str(ct2_exports["pre_none"])).score_batch(pieces, target_pieces)
+    for mine, other in zip(ours, theirs):
+        assert mine.token_scores == pytest.approx(other.log_probs, abs=1e-4)
 
 
 @pytest.fixture(scope="module")
