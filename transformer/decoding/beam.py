@@ -123,6 +123,16 @@ def in_place(rows: Tensor, width: int) -> Tensor:
     return torch.empty_like(slot).scatter_(1, slot, slots.expand_as(slot))
 
 
+def _lone_end(scores: Tensor, tokens: Tensor, first_free: Tensor, eos_id: int, pad_id: int) -> tuple[Tensor, Tensor]:
+    """Candidates (B, C), best first, where right after a non-empty prefix (`first_free` (B,), the sentences at
+    their first searched step) only the best may end the sentence (CTranslate2's rule, its issue #277: the one live
+    hypothesis' other candidates would fill the n-best with the prefix alone). Such an end becomes a dead
+    hypothesis (a pad at -inf) that keeps its rank's place, as in CTranslate2."""
+    late = (tokens == eos_id) & first_free[:, None]
+    late[:, 0] = False
+    return scores.masked_fill(late, NEG_INF), tokens.masked_fill(late, pad_id)
+
+
 def beam(
     model: Seq2SeqModel, src: Tensor, options: SearchOptions, limit: Tensor, controls: Controls | None = None
 ) -> list[list[Hypothesis]]:
@@ -140,9 +150,8 @@ def beam(
     longest = int(limit.max())
     divisor, best_divisor = divisors(options, limit, longest, device)
     forced = forced_lengths(controls, batch)
-    # Right after a prefix only the best candidate may end the sentence (CTranslate2's rule, its issue #277): the
-    # one live hypothesis' other candidates would fill the n-best with the prefix alone.
-    first_free = torch.tensor(forced, device=device) if controls is not None and controls.lone_end else None
+    lone_end = controls is not None and controls.lone_end  # the step after each prefix (-1: none)
+    first_free = torch.tensor([n or -1 for n in forced], device=device) if lone_end else None
     if controls is None and applies(model, src, options):  # on a GPU: a CUDA graph per step
         search = StaticSearchState(model, src, options, longest)
     else:
@@ -150,21 +159,14 @@ def beam(
     pool = Pool(batch, options.n_best, longest, model.pad_id, device)
     scores = torch.zeros(batch, 1, device=device)  # (B, W): the live hypotheses' log-probabilities, in slot order
     may_finish = torch.arange(2 * k, device=device) < k  # by rank: only the top K candidates finish
-    first_rank = torch.arange(2 * k, device=device) == 0
     active = torch.arange(batch, device=device)  # original sentence of each batch position
     results: list[list[Hypothesis]] = [[] for _ in range(batch)]
     for t in range(longest):
         width = scores.size(1)
         top_scores, top_logp, top_tok, rows = _candidates(scores, search.step(), 2 * k)  # (B, C), C ≤ 2K
+        if first_free is not None:
+            top_scores, top_tok = _lone_end(top_scores, top_tok, first_free[active] == t, eos_id, model.pad_id)
         is_eos = top_tok == eos_id
-        if first_free is not None:  # such an end holds its rank's place as a dead hypothesis, as in CTranslate2
-            after_prefix = (first_free[active] == t) & (first_free[active] > 0)  # (B,)
-            late = is_eos & after_prefix[:, None] & ~first_rank[: is_eos.size(1)]
-            top_scores, top_tok, is_eos = (
-                top_scores.masked_fill(late, NEG_INF),
-                top_tok.masked_fill(late, model.pad_id),
-                is_eos & ~late,
-            )
         last = limit == t + 1  # (B,)
         finishing = (is_eos | last[:, None]) & may_finish[: top_scores.size(1)] & (top_scores > NEG_INF)
         if finishing.any():
