@@ -57,7 +57,7 @@ def test_alternatives_go_on_from_the_prefix_each_differently(prefix):
     """As many alternatives as asked where as many pieces may come next: any that starts a word after a space, only
     those that spell the typed letters after "s"."""
     t = translator("greedy", max_len_b=12, alternatives=3)
-    possible = len(completions(target_pieces(t.tokenizer), t.typed(prefix).rest))
+    possible = len(completions(target_pieces(t.tokenizer), t.controls().typed(prefix).rest))
     (texts,) = t.translate_nbest(["le chat dort"], prefixes=[prefix])
     assert len(texts) == min(3, possible) and len({text for text, _ in texts}) == len(texts)
     assert all(text.startswith(prefix) for text, _ in texts)

@@ -181,10 +181,10 @@ def test_concurrent_requests_with_equal_settings_share_a_batch_and_others_do_not
 def test_a_slow_request_gets_a_503_and_the_server_keeps_serving(checkpoint, monkeypatch):
     decode = service_module.decode_batch
 
-    def slow_for_some(translator, sentences, cfg, seed, *steering):
-        if any("lent" in s for s in sentences):
+    def slow_for_some(translator, sentences, cfg, seed):
+        if any("lent" in s.source for s in sentences):
             time.sleep(3)
-        return decode(translator, sentences, cfg, seed, *steering)
+        return decode(translator, sentences, cfg, seed)
 
     monkeypatch.setattr(service_module, "decode_batch", slow_for_some)
     with running_server(checkpoint, timeout_s=1.0, workers=2, max_wait_ms=0.0) as (url, service):

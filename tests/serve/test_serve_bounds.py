@@ -89,10 +89,10 @@ def test_a_whole_number_written_as_a_float_is_an_integer(server):
 def test_requests_past_the_waiting_bound_get_a_503_with_retry_after(checkpoint, monkeypatch):
     decode, decoding = service_module.decode_batch, threading.Event()
 
-    def slow(translator, sentences, cfg, seed, *steering):
+    def slow(translator, sentences, cfg, seed):
         decoding.set()
         time.sleep(0.5)
-        return decode(translator, sentences, cfg, seed, *steering)
+        return decode(translator, sentences, cfg, seed)
 
     monkeypatch.setattr(service_module, "decode_batch", slow)
 

@@ -205,19 +205,13 @@ def _check_decoding(problems: list[str], d) -> None:
     problems += strategy_problems(d, "decoding.", settings=True)  # the strategy, its options and their combinations
     _tag(problems, "decoding.tag", d.tag)
     problems += [f"decoding.suppress[{i}] is empty: give a word or phrase" for i, p in enumerate(d.suppress) if not p]
-    if d.alternatives and d.n_best > 1:
-        problems.append(f"decoding.alternatives={d.alternatives} gives that many translations: leave n_best at 1")
 
 
 def _check_controls(problems: list[str], cfg) -> None:
     """The controls a command asks for (a prefix, alternatives, suppressed phrases), against its strategy and
     engine (`core.strategies.CONTROLS`)."""
-    d = cfg.decoding
     prefixed = bool(cfg.get("prefix") or cfg.get("prefix_file"))
-    on = {"prefix": prefixed, "alternatives": d.alternatives > 0, "suppress": bool(d.suppress or d.ban_unk)}
-    on["constraints"] = bool(cfg.get("constraints") or d.glossary)
-    asked = [name for name, wanted in on.items() if wanted]
-    problems += control_problems(d.strategy, asked, cfg.get("engine", "pytorch"))
+    problems += control_problems(cfg.decoding, prefixed, bool(cfg.get("constraints")), cfg.get("engine", "pytorch"))
     if (prefixed or cfg.get("constraints")) and cfg.get("split_sentences"):
         problems.append("split_sentences=true splits a line into sentences: a prefix or constraints belong to one")
     if cfg.get("prefix") and cfg.get("prefix_file"):

@@ -210,15 +210,24 @@ CONTROLS = {
 CTRANSLATE2_CONTROLS = frozenset({"prefix", "alternatives", "suppress"})
 
 
-def control_problems(strategy: str, asked: list[str], engine: str = "pytorch") -> list[str]:
-    """What is wrong with asking `strategy` on `engine` for the controls `asked` (names of `CONTROLS`)."""
+def control_problems(
+    cfg, prefixed: bool, constrained: bool, engine: str = "pytorch", key: str = "decoding"
+) -> list[str]:
+    """What is wrong with the controls a search with decoding settings `cfg` asks for (`prefixed`, `constrained`:
+    sentences come with a prefix, with constraint phrases; `cfg`'s alternatives, suppressed phrases and glossary)
+    on `engine`, against `CONTROLS`; the strategy is named as `key`=NAME and settings `key`.NAME."""
+    on = {"prefix": prefixed, "alternatives": cfg.alternatives > 0, "suppress": bool(cfg.suppress or cfg.ban_unk)}
+    on["constraints"] = constrained or bool(cfg.glossary)
+    asked = [name for name, wanted in on.items() if wanted]
     found = []
     if "alternatives" in asked and "constraints" in asked:
         found.append("alternatives and constraints do not go together: the first piece of an alternative is free")
+    if cfg.alternatives and cfg.n_best > 1:
+        found.append(f"{key}.alternatives={cfg.alternatives} gives that many translations: leave {key}.n_best at 1")
     for name in asked:
         honour = [other for other, entry in STRATEGIES.items() if name in entry.controls]
-        if strategy in STRATEGIES and name not in STRATEGIES[strategy].controls:
-            found.append(f"decoding={strategy} does not take {name}: use decoding={' or '.join(honour)}")
+        if cfg.strategy in STRATEGIES and name not in STRATEGIES[cfg.strategy].controls:
+            found.append(f"{key}={cfg.strategy} does not take {name}: use {key}={' or '.join(honour)}")
         elif engine == "ctranslate2" and name not in CTRANSLATE2_CONTROLS:
             found.append(f"engine=ctranslate2 has no {name}: use engine=pytorch")
     return found

@@ -42,7 +42,8 @@ from transformer.data.tokenizer import Tokenizer
 from transformer.decoding.beam import penalty_divisor
 from transformer.decoding.search_state import Hypothesis, SearchOptions, strip_eos
 from transformer.decoding.steering import Controls, forced_lengths
-from transformer.decoding.translator import Steer, TextTranslator
+from transformer.decoding.text_controls import Steer
+from transformer.decoding.translator import TextTranslator
 
 CONFIG_FILE = "transformer_config.yaml"  # an export's training config, for `transformer-evaluate split=...`
 

@@ -9,7 +9,7 @@ service all go through `Translator`, so they decode with identical settings;
 import copy
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 from tqdm import tqdm
@@ -18,26 +18,16 @@ from transformer.core.config import DecodingConfig
 from transformer.core.special_ids import EOS_ID
 from transformer.data.batching import pad
 from transformer.data.tokenizer import Tokenizer
-from transformer.decoding.glossary import load_glossary
 from transformer.decoding.search_state import Hypothesis, SearchOptions
 from transformer.decoding.searching import search
-from transformer.decoding.steered_text import (
-    SteeringError,
-    TypedPrefix,
-    encode_constraints,
-    steered_text,
-    suppressed,
-    target_pieces,
-    typed_prefix,
-)
-from transformer.decoding.steering import Controls
+from transformer.decoding.steered_text import steered_text, target_pieces
+from transformer.decoding.text_controls import Steer, TextControls
 from transformer.fast_inference import decoded_in, inference_copy
 from transformer.models.interface import Seq2SeqModel
 
 log = logging.getLogger(__name__)
 
 Searched = list[tuple[list[int], list[Hypothesis]]]  # per sentence: source ids, hypotheses best first
-Steer = Callable[[list[int]], Controls | None]  # the controls of a batch of sentences (indices into a call's)
 
 
 def encode_sources(
@@ -95,93 +85,9 @@ class TextTranslator(ABC):
             self._pieces = target_pieces(self.tokenizer)
         return self._pieces if self.spells_words else None
 
-    def typed(self, prefix: str) -> TypedPrefix:
-        """`prefix` as this engine forces it: the ids forced and the rest of an unfinished word to spell."""
-        return typed_prefix(self.tokenizer, prefix, self.pieces())
-
-    def _steer(self, typed: list[TypedPrefix] | None, phrases: list[list[list[int]]] | None) -> Steer:
-        """The controls of a batch: the prefixes `typed` and constraint `phrases` of its sentences, and `cfg`'s
-        suppressed phrases and alternatives; None when nothing steers."""
-        cfg = self.cfg
-        suppress = self._suppressed()
-        if typed is None and phrases is None and not suppress and not cfg.alternatives:
-            return lambda rows: None
-        pieces = self.pieces()
-
-        def steer(rows: list[int]) -> Controls:
-            prefixes = None if typed is None else [typed[i].forced for i in rows]
-            partial = None if typed is None or pieces is None else [typed[i].rest for i in rows]
-            constraints = None if phrases is None else [phrases[i] for i in rows]
-            return Controls(prefixes, partial, suppress, pieces, cfg.alternatives, constraints=constraints)
-
-        return steer
-
-    def _suppressed(self) -> list[list[int]]:
-        return suppressed(self.tokenizer, list(self.cfg.suppress), self.cfg.ban_unk)
-
-    def without_room(self, source_length: int, needed: int, options: SearchOptions) -> int | None:
-        """The output limit of a source of `source_length` ids when it is under `needed` pieces (EOS included),
-        else None."""
-        length = torch.tensor([source_length + 1], dtype=torch.long)  # EOS included
-        limit = int(options.output_limits(length, self.max_positions)[0])
-        return limit if needed > limit else None
-
-    def needed(self, typed: TypedPrefix | None, phrases: list[list[int]] | None) -> int:
-        """The fewest pieces (EOS included) a translation after `typed` holding `phrases` has: the prefix, the
-        phrases, and a piece after the prefix (two with alternatives)."""
-        forced = len(typed.forced) if typed is not None else 0
-        return forced + sum(len(p) for p in phrases or []) + 1 + bool(self.cfg.alternatives)
-
-    def _with_room(
-        self,
-        ids: list[list[int]],
-        todo: list[int],
-        typed: list[TypedPrefix] | None,
-        phrases: list[list[list[int]]] | None,
-        options: SearchOptions,
-    ) -> list[int]:
-        """`todo` without the sentences whose prefix and constraints do not fit their output limit (each logged)."""
-        if typed is None and phrases is None:
-            return todo
-        kept = []
-        for i in todo:
-            needed = self.needed(typed[i] if typed else None, phrases[i] if phrases else None)
-            if (limit := self.without_room(len(ids[i]), needed, options)) is None:
-                kept.append(i)
-                continue
-            log.error(
-                "sentence %d: its prefix and constraints need %d pieces, more than its output limit of %d "
-                "(decoding.max_len_a, max_len_b); it is left untranslated",
-                i + 1,
-                needed,
-                limit,
-            )
-        return kept
-
-    def sentence_phrases(self, sentence: str, given: list[str]) -> list[list[int]] | None:
-        """The constraint phrases of `sentence` as ids: `given`, then its `cfg.glossary` terms; None when it has
-        none to look for. Raises `steered_text.SteeringError` where they are wrong."""
-        glossary = load_glossary(self.cfg.glossary) if self.cfg.glossary else None
-        terms = glossary.terms(sentence) if glossary else []
-        return encode_constraints(self.tokenizer, given, terms, self._suppressed(), self.cfg.beam_size)
-
-    def phrases(
-        self, sentences: list[str], constraints: list[list[str]] | None, todo: list[int]
-    ) -> tuple[list[list[list[int]]] | None, list[int]]:
-        """Each sentence's constraint phrases as ids (`sentence_phrases`), and `todo` without the sentences whose
-        constraints are wrong (each logged); (None, todo) when there are none to look for."""
-        if constraints is None and not self.cfg.glossary:
-            return None, todo
-        found: list[list[list[int]]] = [[] for _ in sentences]
-        kept = []
-        for i in todo:
-            try:
-                found[i] = self.sentence_phrases(sentences[i], list(constraints[i]) if constraints else [])
-            except SteeringError as err:
-                log.error("sentence %d: %s; it is left untranslated", i + 1, err)
-                continue
-            kept.append(i)
-        return found, kept
+    def controls(self) -> TextControls:
+        """This translator's steering of a call (`decoding.text_controls`), with its current settings."""
+        return TextControls(self.tokenizer, self.cfg, self.max_positions, self.pieces())
 
     def search(
         self,
@@ -202,13 +108,11 @@ class TextTranslator(ABC):
         """
         options = options or self.options
         ids, todo = encode_sources(self.tokenizer, sentences, self.max_positions, self.cfg.tag)
-        typed = None if prefixes is None else [self.typed(p) for p in prefixes]
-        phrases, todo = self.phrases(sentences, constraints, todo)
-        todo = self._with_room(ids, todo, typed, phrases, options)
+        steer, todo = self.controls().prepare(sentences, ids, todo, prefixes, constraints, options)
         out: Searched = [(x, []) for x in ids]
         disable = not progress or bar is not None
         with tqdm(total=len(todo), desc="translating", unit="sent", disable=disable, leave=False) as own:
-            for rows, hyps in self._search_batches(ids, todo, options, generator, self._steer(typed, phrases)):
+            for rows, hyps in self._search_batches(ids, todo, options, generator, steer):
                 for i, sentence_hyps in zip(rows, hyps):
                     out[i] = (ids[i], sentence_hyps)
                 (own if bar is None else bar).update(len(rows))  # a bar without a total has no truth value
@@ -222,7 +126,7 @@ class TextTranslator(ABC):
         """The text of each hypothesis; searched after `prefix`, it starts with `prefix` exactly."""
         if not prefix.strip():
             return self.tokenizer.decode_tgt([h.tokens for h in hyps])
-        typed = self.typed(prefix)
+        typed = self.controls().typed(prefix)
         return [steered_text(self.tokenizer, typed, h) for h in hyps]
 
     def translate_nbest(

@@ -3,8 +3,9 @@
 import dataclasses
 
 from transformer.core.config import DecodingConfig
-from transformer.core.strategies import STRATEGIES, requested
-from transformer.decoding.search_state import Hypothesis
+from transformer.core.strategies import STRATEGIES, control_problems, requested
+from transformer.decoding.search_state import Hypothesis, SearchOptions
+from transformer.decoding.steered_text import SteeringError
 from transformer.decoding.translator import Translator
 
 Result = tuple[list[int], list[Hypothesis]]  # source ids, hypotheses best first
@@ -25,15 +26,37 @@ def decoding_settings(defaults: DecodingConfig, **request) -> DecodingConfig:
     return cfg
 
 
-def decode_batch(
-    translator: Translator,
-    sentences: list[str],
-    cfg: DecodingConfig,
-    seed: int,
-    prefixes: list[str] | None = None,
-    constraints: list[list[str]] | None = None,
-) -> list[Result]:
-    """Search `sentences` together with the settings `cfg`, each after its prefix in `prefixes` and holding its
-    `constraints`; sampling draws from a generator seeded with `seed`."""
+@dataclasses.dataclass(frozen=True)
+class Steered:
+    """One sentence of a request, with the target prefix its translation starts with and the constraint phrases it
+    must hold."""
+
+    source: str
+    prefix: str = ""
+    constraints: tuple[str, ...] | None = None
+
+
+def check_steering(translator: Translator, sentences: list[Steered], cfg: DecodingConfig) -> None:
+    """Raise `SteeringError` for controls the strategy of `cfg` does not take, a sentence's wrong constraints, or
+    a prefix and constraints beyond its output limit."""
+    prefixed, constrained = any(s.prefix for s in sentences), any(s.constraints for s in sentences)
+    if found := control_problems(cfg, prefixed, constrained, key="strategy"):
+        raise SteeringError("; ".join(found).replace("strategy.", ""))
+    if not (prefixed or constrained or cfg.glossary):
+        return
+    controls, options = translator.with_config(cfg).controls(), SearchOptions.from_config(cfg)
+    for sentence in sentences:
+        length = len(translator.tokenizer.encode_src([sentence.source], cfg.tag)[0])
+        typed = controls.typed(sentence.prefix) if sentence.prefix else None
+        phrases = controls.phrases(sentence.source, list(sentence.constraints or ()))
+        controls.check_room(length, typed, phrases, options)
+
+
+def decode_batch(translator: Translator, sentences: list[Steered], cfg: DecodingConfig, seed: int) -> list[Result]:
+    """Search `sentences` together with the settings `cfg`, each after its prefix and holding its constraints;
+    sampling draws from a generator seeded with `seed`."""
     cfg = dataclasses.replace(cfg, seed=seed, batch_size=max(1, len(sentences)))
-    return translator.with_config(cfg).search(sentences, prefixes=prefixes, constraints=constraints)
+    prefixes = [s.prefix for s in sentences] if any(s.prefix for s in sentences) else None
+    phrases = [list(s.constraints) for s in sentences] if any(s.constraints for s in sentences) else None
+    sources = [s.source for s in sentences]
+    return translator.with_config(cfg).search(sources, prefixes=prefixes, constraints=phrases)

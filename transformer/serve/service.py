@@ -7,16 +7,15 @@ import secrets
 import time
 
 from transformer.core.config import DecodingConfig, ServeSettings
-from transformer.core.strategies import STRATEGIES, control_problems
+from transformer.core.strategies import STRATEGIES
 from transformer.core.strategies import problems as strategy_problems
 from transformer.decoding.heatmaps import attention_matrix, attention_tokens
-from transformer.decoding.search_state import SearchOptions
 from transformer.decoding.sentences import join_text, split_text
 from transformer.decoding.steered_text import SteeringError
 from transformer.runs.loading import Loaded
 from transformer.runs.run_folder import RunFolder
 from transformer.serve.batcher import Batcher, BatchInfo, Job, QueueFull, ShuttingDown
-from transformer.serve.decode import Result, decode_batch, decoding_settings
+from transformer.serve.decode import Result, Steered, check_steering, decode_batch, decoding_settings
 from transformer.serve.schemas import AttentionRequest, DecodingOptions, TranslateRequest
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -39,14 +38,24 @@ def lone_surrogate(text: str) -> int | None:
     return match.start() if match else None
 
 
-@dataclasses.dataclass(frozen=True)
-class Steered:
-    """One sentence of a request, with the target prefix its translation starts with and the constraint phrases it
-    must hold."""
+def sentence_lines(text: str, split: bool) -> list[list[str]]:
+    """A text's lines as lists of sentences: split into sentences, or (`split` false) each line one sentence."""
+    return split_text(text) if split else [[line.strip()] for line in text.split("\n")]
 
-    source: str
-    prefix: str = ""
-    constraints: tuple[str, ...] | None = None
+
+def steered_sentence(request: TranslateRequest, max_chars: int) -> Steered | None:
+    """The request's text as one sentence with its `target_prefix` and `constraints`, where it gives them; refuses
+    a prefix over `max_chars` and a lone surrogate in either."""
+    if request.target_prefix is None and request.constraints is None:
+        return None
+    prefix = request.target_prefix or ""
+    if len(prefix) > max_chars:
+        raise RequestError(413, f"target_prefix has {len(prefix)} characters; at most {max_chars}")
+    for name, text in [("target_prefix", prefix), *(("constraints", c) for c in request.constraints or [])]:
+        if (at := lone_surrogate(text)) is not None:
+            raise RequestError(422, f"{name} has a lone surrogate at character {at + 1}: not Unicode text")
+    constraints = tuple(request.constraints) if request.constraints is not None else None
+    return Steered(" ".join(request.text.split()), prefix, constraints)
 
 
 @dataclasses.dataclass
@@ -92,21 +101,13 @@ class Service:
         self.name = f"{run.path.name}/{loaded.path.name}" if run else loaded.path.name
         self.meta = loaded.meta
         self.batcher = Batcher(
-            self._decode,
+            lambda sentences, cfg_seed: decode_batch(self.translator, sentences, *cfg_seed),  # settings: (cfg, seed)
             settings.max_batch_tokens,
             settings.max_wait_ms,
             settings.batching,
             settings.workers,
             settings.max_waiting,
         )
-
-    def _decode(self, sentences: list[Steered], settings: tuple[DecodingConfig, int]) -> list[Result]:
-        """Search a batch's sentences, each steered by its prefix and constraints."""
-        cfg, seed = settings
-        sources = [s.source for s in sentences]
-        prefixes = [s.prefix for s in sentences] if any(s.prefix for s in sentences) else None
-        phrases = [list(s.constraints) for s in sentences] if any(s.constraints for s in sentences) else None
-        return decode_batch(self.translator, sources, cfg, seed, prefixes, phrases)
 
     def info(self) -> dict:
         """The model, its vocabularies, the decoding defaults and the limits."""
@@ -125,16 +126,10 @@ class Service:
             "serve": dataclasses.asdict(self.settings),
         }
 
-    def _config(self, options: DecodingOptions, prefixed: bool, constrained: bool = False) -> DecodingConfig:
+    def _config(self, options: DecodingOptions) -> DecodingConfig:
         cfg = decoding_settings(self.defaults, **options.given())
         if found := strategy_problems(cfg, bounds=False):
             raise RequestError(422, "; ".join(found))
-        on = {"prefix": prefixed, "alternatives": cfg.alternatives > 0, "suppress": bool(cfg.suppress or cfg.ban_unk)}
-        on["constraints"] = constrained or bool(cfg.glossary)
-        if found := control_problems(cfg.strategy, [name for name, wanted in on.items() if wanted]):
-            raise RequestError(422, "; ".join(found).replace("decoding=", "strategy="))
-        if cfg.alternatives and cfg.n_best > 1:
-            raise RequestError(422, f"alternatives={cfg.alternatives} gives that many translations: leave n_best at 1")
         if cfg.tag and cfg.tag not in self.tokenizer.tags:
             raise RequestError(422, f"tag={cfg.tag!r} is not one of this model's tags: {list(self.tokenizer.tags)}")
         return cfg
@@ -162,28 +157,15 @@ class Service:
                 raise RequestError(422, f"sentence {i + 1} has {n} tokens, more than the model's {limit}; split it")
         return sum(n + 1 for n in lengths)
 
-    def _steering(self, sentence: Steered, cfg: DecodingConfig) -> None:
-        """Refuse a sentence's wrong constraints, or a prefix and constraints beyond its output limit."""
-        translator = self.translator.with_config(cfg)
-        try:
-            phrases = translator.sentence_phrases(sentence.source, list(sentence.constraints or ()))
-        except SteeringError as err:
-            raise RequestError(422, str(err)) from None
-        typed = translator.typed(sentence.prefix) if sentence.prefix else None
-        needed = translator.needed(typed, phrases)
-        length = len(self.tokenizer.encode_src([sentence.source], cfg.tag)[0])
-        if (limit := translator.without_room(length, needed, SearchOptions.from_config(cfg))) is not None:
-            raise RequestError(422, f"the prefix and constraints need {needed} pieces; the output limit is {limit}")
-
     async def decode(self, sentences: list[Steered], options: DecodingOptions) -> Decoded:
         """Queue `sentences` (each with what steers it) for a batch and wait for their results, at most
         `timeout_s`."""
-        prefixed, constrained = any(s.prefix for s in sentences), any(s.constraints for s in sentences)
-        cfg = self._config(options, prefixed, constrained)
+        cfg = self._config(options)
         seed = options.seed if options.seed is not None else secrets.randbits(63)
-        if prefixed or constrained or cfg.glossary:
-            for sentence in sentences:
-                self._steering(sentence, cfg)
+        try:
+            check_steering(self.translator, sentences, cfg)
+        except SteeringError as err:
+            raise RequestError(422, str(err)) from None
         # Sampling draws from the request's own generator, so a sampled request is a batch of its own.
         key = ("draws", object()) if STRATEGIES[cfg.strategy].draws(cfg) else dataclasses.astuple(cfg)
         job = Job(sentences, self._tokens([s.source for s in sentences], cfg.tag), key, (cfg, seed))
@@ -212,40 +194,24 @@ class Service:
         }
 
     async def translate(self, request: TranslateRequest) -> dict:
-        """Every text split into sentences, all decoded in one job, joined back line by line."""
+        """Every text split into sentences, all decoded in one job, joined back line by line; a text with a prefix
+        or constraints is one sentence."""
         start = time.monotonic()
         texts = request.all_texts()
         self._check(texts)
-        if request.target_prefix is not None or request.constraints is not None:
-            return await self._steered(request, start)
-        layouts = [split_text(t) if request.split else [[line.strip()] for line in t.split("\n")] for t in texts]
+        steered = steered_sentence(request, self.settings.max_chars)
+        layouts = [[[steered.source]]] if steered else [sentence_lines(t, request.split) for t in texts]
         sentences = [s for layout in layouts for line in layout for s in line if s]
         if len(sentences) > self.settings.max_sentences:
             limit = self.settings.max_sentences
             raise RequestError(413, f"{len(sentences)} sentences; at most {limit} per request")
-        decoded = await self.decode([Steered(s) for s in sentences], request)
-        answers, results = [], iter(decoded.results)
+        decoded = await self.decode([steered] if steered else [Steered(s) for s in sentences], request)
+        answers, results, prefix = [], iter(decoded.results), steered.prefix if steered else ""
         for layout in layouts:
-            lines = [[self._sentence(s, next(results)) for s in line if s] for line in layout]
+            lines = [[self._sentence(s, next(results), prefix) for s in line if s] for line in layout]
             text = join_text([[s["translation"] for s in line] for line in lines])
             answers.append({"text": text, "sentences": [s for line in lines for s in line]})
         return answer_head(self.name, decoded, start) | {"translations": answers}
-
-    async def _steered(self, request: TranslateRequest, start: float) -> dict:
-        """`request.text` as one sentence, translated after `target_prefix` (its alternatives in `n_best`) and
-        holding its `constraints`."""
-        source, prefix = " ".join(request.text.split()), request.target_prefix or ""
-        if len(prefix) > self.settings.max_chars:
-            raise RequestError(413, f"target_prefix has {len(prefix)} characters; at most {self.settings.max_chars}")
-        for name, text in [("target_prefix", prefix), *(("constraints", c) for c in request.constraints or [])]:
-            if (at := lone_surrogate(text)) is not None:
-                raise RequestError(422, f"{name} has a lone surrogate at character {at + 1}: not Unicode text")
-        constraints = tuple(request.constraints) if request.constraints is not None else None
-        decoded = await self.decode([Steered(source, prefix, constraints)], request)
-        sentence = self._sentence(source, decoded.results[0], prefix)
-        return answer_head(self.name, decoded, start) | {
-            "translations": [{"text": sentence["translation"], "sentences": [sentence]}]
-        }
 
     async def attention(self, request: AttentionRequest) -> dict:
         """The sentence's best translation and its cross-attention (target tokens × source tokens)."""
