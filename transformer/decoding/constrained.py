@@ -105,10 +105,8 @@ def wanted(progress: Progress, ids: Tensor) -> Tensor:
 def word_pieces(pieces: list[str] | None, size: int, device: torch.device) -> Tensor:
     """(V,): the pieces that go on a word (a letter or digit first, no "▁"): none may follow a phrase, whose last
     word would grow ("cat" + "s"); none known without `pieces`."""
-    glues = torch.zeros(size, dtype=torch.bool)
-    for i, piece in enumerate((pieces or [])[:size]):
-        glues[i] = bool(piece) and piece[0].isalnum()
-    return glues.to(device)
+    glues = [bool(piece) and piece[0].isalnum() for piece in (pieces or [])[:size]]
+    return torch.tensor(glues + [False] * (size - len(glues)), dtype=torch.bool, device=device)
 
 
 def allocate(bank: Tensor, scores: Tensor, k: int, banks: int) -> Tensor:

@@ -2,6 +2,7 @@
 phrases (given, and from `cfg.glossary`), and `cfg`'s suppressed phrases and alternatives, checked sentence by
 sentence and handed to the search batch by batch as `steering.Controls`."""
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +35,9 @@ class TextControls:
         """`prefix` as the engine forces it: the ids forced and the rest of an unfinished word to spell."""
         return typed_prefix(self.tokenizer, prefix, self.pieces)
 
+    @functools.cached_property
     def suppressed(self) -> list[list[int]]:
+        """`cfg`'s suppressed phrases (and the unknown piece with `ban_unk`) as id sequences, tokenized once."""
         return suppressed(self.tokenizer, list(self.cfg.suppress), self.cfg.ban_unk)
 
     def phrases(self, sentence: str, given: list[str]) -> list[list[int]]:
@@ -42,7 +45,7 @@ class TextControls:
         `SteeringError` where they are wrong."""
         glossary = load_glossary(self.cfg.glossary) if self.cfg.glossary else None
         terms = glossary.terms(sentence) if glossary else []
-        return encode_constraints(self.tokenizer, given, terms, self.suppressed(), self.cfg.beam_size)
+        return encode_constraints(self.tokenizer, given, terms, self.suppressed, self.cfg.beam_size)
 
     def check_room(
         self, source_length: int, typed: TypedPrefix | None, phrases: list[list[int]] | None, options: SearchOptions
@@ -89,7 +92,7 @@ class TextControls:
     def _steer(self, typed: list[TypedPrefix] | None, phrases: list[list[list[int]]] | None) -> Steer:
         """The controls of a batch: the prefixes `typed` and constraint `phrases` of its sentences, and `cfg`'s
         suppressed phrases and alternatives; None when nothing steers."""
-        suppress, alternatives = self.suppressed(), self.cfg.alternatives
+        suppress, alternatives = self.suppressed, self.cfg.alternatives
         if typed is None and phrases is None and not suppress and not alternatives:
             return lambda rows: None
 
