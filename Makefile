@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 test-setup: $(VENV)/.installed-test
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e ".[dev,serve,export,test]"
+	$(BIN)/pip install --quiet -e ".[dev,serve,export,align,test]"
 	touch $@
 
 # Debian's Chromium for the page's browser test (never a browser download); skipped with a note where apt cannot.

@@ -177,6 +177,28 @@ def _check_trainer(problems: list[str], t) -> None:
         )
 
 
+def _check_guided(problems: list[str], cfg) -> None:
+    """Guided alignment trains a dot-product cross-attention head of a Transformer towards the training corpus's
+    word alignments, read off its deterministic segmentation."""
+    g, m = cfg.trainer.guided_alignment, cfg.model
+    _at_least(problems, "trainer.guided_alignment.weight", g.weight, 0)
+    if g.weight <= 0:
+        return
+    if not cfg.data.word_alignment:
+        problems.append(
+            "trainer.guided_alignment.weight > 0 trains towards the training corpus's word alignments: set "
+            "data.word_alignment=eflomal (pip install '.[align]')"
+        )
+    if m.family != "transformer" or m.attention.cross != "dot":
+        problems.append("guided alignment needs model.family=transformer with model.attention.cross=dot")
+    if cfg.data.subword_dropout > 0:
+        problems.append("guided alignment needs data.subword_dropout=0 (its links are between the fixed pieces)")
+    if not -m.n_decoder_layers <= g.layer < m.n_decoder_layers:
+        problems.append(f"trainer.guided_alignment.layer={g.layer}: the model has {m.n_decoder_layers} decoder layers")
+    if not 0 <= g.head < m.n_heads:
+        problems.append(f"trainer.guided_alignment.head={g.head}: the model has {m.n_heads} heads")
+
+
 def _check_serve(problems: list[str], s) -> None:
     for key in ("max_batch_tokens", "max_chars", "max_texts", "max_sentences", "max_waiting", "workers"):
         _at_least(problems, f"serve.{key}", s[key], 1)
@@ -233,6 +255,8 @@ def check_config(cfg) -> None:
             check(problems, cfg[section])
     if "trainer" in cfg and "data" in cfg and "decoding" in cfg:
         _check_validation_tag(problems, cfg)
+    if "trainer" in cfg and "model" in cfg:
+        _check_guided(problems, cfg)
     if "decoding" in cfg and not problems:
         _check_controls(problems, cfg)
     if "model" in cfg and "data" in cfg and cfg.model.max_positions <= cfg.data.max_len + 1:

@@ -164,6 +164,10 @@ class DataConfig:
     num_proc: int = 0  # SentencePiece's threads when tokenizing; 0 = one per core
     shard_pairs: int = 1_000_000  # pairs per shard of the training corpora: a killed preparation loses at most one
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    # word alignments of the training split for guided alignment (trainer.guided_alignment): "" = none; eflomal
+    # (pip install '.[align]'), run on the pairs' lower-cased words in chunks of word_alignment_chunk pairs
+    word_alignment: str = ""
+    word_alignment_chunk: int = bounded(1_000_000, ge=1)
 
 
 ATTENTION_USES = ("encoder", "decoder", "cross")  # where model.attention.{use}=NAME applies
@@ -238,6 +242,16 @@ class OptimConfig:
 
 
 @dataclass
+class GuidedAlignmentConfig:
+    """Guided alignment (Garg et al., 2019): one cross-attention head learns the training corpus's word alignments
+    (data.word_alignment) through a cross-entropy term, `weight` times the translation loss's scale."""
+
+    weight: float = bounded(0.0, ge=0.0)  # lambda; 0 = off (Garg et al. used 0.05)
+    layer: int = -2  # the decoder layer whose head is trained (negative counts from the last)
+    head: int = 0
+
+
+@dataclass
 class TrainerConfig:
     """How long to train, how to batch, how often to validate and save."""
 
@@ -267,6 +281,7 @@ class TrainerConfig:
     num_threads: int = 0  # torch intra-op threads; 0 = torch's default
     collective_timeout_minutes: float = 60.0  # torchrun: how long a process waits in a collective (or to join)
     progress: bool = True  # show a progress bar
+    guided_alignment: GuidedAlignmentConfig = field(default_factory=GuidedAlignmentConfig)
 
 
 @dataclass

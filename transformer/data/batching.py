@@ -19,6 +19,7 @@ from transformer.data.tokenizer import Tokenizer
 
 if TYPE_CHECKING:  # importing datasets takes seconds; translating needs none of it
     import datasets
+    import pyarrow as pa
 
 __all__ = ["Batch", "Batches", "TrainBatches", "collate", "pad", "padded", "token_batches"]
 
@@ -32,6 +33,8 @@ class Batch:
     src: Tensor  # (B, S)
     tgt_in: Tensor  # (B, T)
     tgt_out: Tensor  # (B, T)
+    links: Tensor | None = None  # (K, 3) guided alignment: (row, target piece, source piece) links
+    link_weights: Tensor | None = None  # (K,) each link's share of its target piece: 1 / its links
 
     @property
     def n_tokens(self) -> int:
@@ -39,7 +42,8 @@ class Batch:
         return int((self.tgt_out != PAD_ID).sum())
 
     def to(self, device: torch.device) -> "Batch":
-        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device))
+        links = None if self.links is None else (self.links.to(device), self.link_weights.to(device))
+        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device), *(links or ()))
 
 
 def padded(ids: np.ndarray, lengths: np.ndarray, first: int | None = None, last: int | None = None) -> Tensor:
@@ -77,6 +81,17 @@ def collate(src_ids: list[list[int]], tgt_ids: list[list[int]]) -> Batch:
     )
 
 
+def link_tensors(flat: np.ndarray, lengths: np.ndarray) -> tuple[Tensor, Tensor]:
+    """A batch's piece links (K, 3) as (row, target piece, source piece), and each one's weight (K,): 1 over the
+    links of its target piece; from each row's flattened (t, s) pairs, one row after the other."""
+    pairs = flat.astype(np.int64).reshape(-1, 2)  # (K, 2)
+    rows = np.repeat(np.arange(len(lengths)), lengths // 2)
+    links = np.column_stack([rows, pairs])  # (K, 3)
+    _, inverse, counts = np.unique(links[:, :2], axis=0, return_inverse=True, return_counts=True)
+    weights = 1.0 / counts[inverse.reshape(-1)]
+    return torch.from_numpy(links), torch.from_numpy(weights.astype(np.float32))
+
+
 def _table_order(ds: "datasets.Dataset") -> "datasets.Dataset":
     """`ds` with its rows where its table holds them (a selection of rows is written out first)."""
     return ds if ds._indices is None else ds.flatten_indices()
@@ -100,6 +115,7 @@ class TrainBatches:
         seed: int,
         sampling: tuple[Tokenizer, float] | None = None,
         corpora: list[TrainingCorpus] | None = None,
+        links: "pa.ChunkedArray | None" = None,
     ):
         ds = _table_order(ds)
         self.sampling = sampling  # (tokenizer, BPE-dropout): re-encode each batch's text with dropout
@@ -112,6 +128,10 @@ class TrainBatches:
         self.starts = corpus_starts(self.corpora, rows)  # (C + 1,) where each corpus's kept pairs start
         self.layout = KeyLayout.of(lengths, random=True)
         self.classes = self.layout.classes(lengths)  # (N,) their (N, 2) lengths + EOS/BOS, packed
+        self.links = None if links is None else IdColumn(links)  # guided alignment: each row's piece links
+        if links is not None:
+            self.link_lengths = np.empty(len(ds), dtype=np.int32)
+            list_lengths(links, self.link_lengths)
 
     @classmethod
     def from_dataset(
@@ -122,6 +142,7 @@ class TrainBatches:
         seed: int,
         sampling: tuple[Tokenizer, float] | None = None,
         corpora: list[TrainingCorpus] | None = None,
+        links: "pa.ChunkedArray | None" = None,
     ) -> "TrainBatches":
         """Pairs longer than `max_len` tokens (with EOS) are dropped and counted; both use deterministic lengths,
         read from the id columns' offsets. (Prepared data holds none over its own data.max_len, dropped when it was
@@ -136,7 +157,7 @@ class TrainBatches:
             dropped = len(ds) - len(rows)
             log.info("dropped %d of %d training pairs longer than data.max_len=%d tokens", dropped, len(ds), max_len)
             lengths = lengths[rows]
-        return cls(ds, rows, lengths, batch_tokens, seed, sampling, corpora)
+        return cls(ds, rows, lengths, batch_tokens, seed, sampling, corpora, links)
 
     def __len__(self) -> int:
         return len(self.classes)
@@ -163,11 +184,12 @@ class TrainBatches:
             # (B,) each side's lengths without EOS/BOS
             src_len, tgt_len = (n.astype(np.int64) - 1 for n in self.layout.lengths(self.classes[indices]))
             src, tgt = (column.tokens(rows, n) for n, column in zip((src_len, tgt_len), self.ids))
-            return Batch(
-                src=padded(src, src_len, last=EOS_ID),
-                tgt_in=padded(tgt, tgt_len, first=BOS_ID),
-                tgt_out=padded(tgt, tgt_len, last=EOS_ID),
-            )
+            links = ()
+            if self.links is not None:
+                n_links = self.link_lengths[rows].astype(np.int64)
+                links = link_tensors(self.links.tokens(rows, n_links), n_links)
+            src_in, tgt_in = padded(src, src_len, last=EOS_ID), padded(tgt, tgt_len, first=BOS_ID)
+            return Batch(src_in, tgt_in, padded(tgt, tgt_len, last=EOS_ID), *links)
         pairs = self.ds[rows.tolist()]
         tokenizer, dropout = self.sampling
         state = np.random.SeedSequence([self.seed, epoch, int(indices[0])]).generate_state(2)

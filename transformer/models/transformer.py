@@ -208,10 +208,11 @@ class Transformer(nn.Module):
             cache.advance(tgt_in.size(1))
         return self.output(self.decoder_norm(x))
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""
+    def forward(self, src: Tensor, tgt_in: Tensor, record: list[Tensor] | None = None) -> Tensor:
+        """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T); `record` receives each
+        decoder layer's cross-attention weights (B, H, T, S)."""
         memory, src_mask = self.encode(src)
-        return self.decode(tgt_in, memory, src_mask)
+        return self.decode(tgt_in, memory, src_mask, record=record)
 
     @property
     def cross_attention_layers(self) -> int:

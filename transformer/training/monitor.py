@@ -34,9 +34,11 @@ class TrainMonitor:
     def count(self, tokens: float) -> None:
         self.tokens += tokens
 
-    def stepped(self, step: int, loss: float, lr: float, minutes: float, used: float) -> None:
+    def stepped(
+        self, step: int, loss: float, lr: float, minutes: float, used: float, alignment: float | None = None
+    ) -> None:
         """After optimizer step `step`: the bar to `used` (the share of the budget); log every `log_every` steps
-        (`minutes`: the run's clock)."""
+        (`minutes`: the run's clock; `alignment`: guided alignment's loss per target token)."""
         self.bar.update(round(100 * used, 1) - self.bar.n)
         if step % self.log_every:
             return
@@ -44,7 +46,8 @@ class TrainMonitor:
         self.bar.set_postfix(step=step, loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}")
         if self.bar.disable:
             log.info("step %d: loss %.3f, lr %.2e, %.0f tokens/s", step, loss, lr, rate)
-        for name, value in (("loss", loss), ("lr", lr), ("tokens_per_s", rate), ("minutes", minutes)):
+        scalars = [("loss", loss), ("lr", lr), ("tokens_per_s", rate), ("minutes", minutes)]
+        for name, value in scalars + ([("alignment_loss", alignment)] if alignment is not None else []):
             self.writer.add_scalar(f"train/{name}", value, step)
         self.tokens, self.tick = 0.0, time.time()
 

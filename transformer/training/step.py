@@ -13,7 +13,7 @@ from transformer.core.config import OptimConfig, TrainerConfig
 from transformer.core.errors import UserError
 from transformer.core.precision import PRECISIONS
 from transformer.data.batching import Batch
-from transformer.training.loss import loss_sum
+from transformer.training.loss import guided_loss_sums, loss_sum
 from transformer.training.optim import lr_multiplier, set_lr
 
 log = logging.getLogger(__name__)
@@ -24,6 +24,7 @@ class StepResult:
     loss: float  # this process' loss per target token
     applied: bool  # False when a non-finite gradient made the step be skipped
     tokens: float  # target tokens of the step, over all processes
+    alignment: float | None = None  # guided alignment: this process' alignment loss per target token
 
 
 class TrainStep:
@@ -52,14 +53,23 @@ class TrainStep:
         scaled = PRECISIONS[resolve(self.precision, "training", self.device.type)].scales_loss
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=scaled)
         # trainer.compile: the model and its loss in one graph (the loss over the vocabulary fuses into it)
-        self.objective = torch.compile(loss_sum) if trainer.compile else loss_sum
+        self.guided = trainer.guided_alignment if trainer.guided_alignment.weight > 0 else None
+        objective = self._guided if self.guided else loss_sum
+        self.objective = torch.compile(objective) if trainer.compile else objective
         self.nonfinite = 0  # consecutive skipped steps
+
+    def _guided(self, model: nn.Module, batch: Batch, label_smoothing: float) -> torch.Tensor:
+        """The translation loss plus weight times the alignment loss; the latter is kept for the log."""
+        translation, alignment = guided_loss_sums(model, batch, label_smoothing, self.guided)
+        self.aligned += alignment.detach()
+        return translation + self.guided.weight * alignment
 
     def __call__(self, batches: list[Batch], total_tokens: float, step: int, budget_used: float) -> StepResult:
         """Step number `step + 1`; `total_tokens` counts the target tokens of every process' micro-batches."""
         self.train_model.train()
         self.optimizer.zero_grad(set_to_none=True)
         loss_total = torch.zeros((), device=self.device)
+        self.aligned = torch.zeros((), device=self.device)
         for i, batch in enumerate(batches):
             batch = batch.to(self.device)
             sync = i == len(batches) - 1 or self.world == 1
@@ -69,18 +79,22 @@ class TrainStep:
             # DDP averages gradients over processes; scaling by world size makes that a sum over all tokens.
             self.scaler.scale(loss * self.world / total_tokens).backward()
             loss_total += loss.detach()
-        loss_per_token = loss_total.item() / sum(b.n_tokens for b in batches)
+        n_tokens = sum(b.n_tokens for b in batches)
+        if self.guided:  # the log shows the translation loss alone, and the alignment loss beside it
+            loss_total -= self.guided.weight * self.aligned
+        loss_per_token = loss_total.item() / n_tokens
+        alignment = self.aligned.item() / n_tokens if self.guided else None
         self.scaler.unscale_(self.optimizer)
         clip = self.cfg.clip_norm if self.cfg.clip_norm > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
         if not torch.isfinite(norm):
             self._skip(step + 1, norm.item())
-            return StepResult(loss_per_token, False, total_tokens)
+            return StepResult(loss_per_token, False, total_tokens, alignment)
         self.nonfinite = 0
         set_lr(self.optimizer, self.cfg.lr * lr_multiplier(self.cfg, step + 1, budget_used))
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return StepResult(loss_per_token, True, total_tokens)
+        return StepResult(loss_per_token, True, total_tokens, alignment)
 
     def _skip(self, step: int, norm: float) -> None:
         """Leave the weights alone; under fp16 the scaler lowers its scale. Too many in a row stop the run."""

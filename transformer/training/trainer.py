@@ -19,6 +19,7 @@ from transformer.compute.auto import bf16_pays, resolve
 from transformer.compute.hardware import bf16_ratio, native_bf16
 from transformer.compute.runtime import pick_device, seed_everything
 from transformer.data.batching import Batch, Batches, TrainBatches
+from transformer.data.guided_links import prepare_links, read_links
 from transformer.data.preparation import PreparedData, prepare
 from transformer.models.factory import build_model
 from transformer.runs.checkpoint import read_header
@@ -77,11 +78,16 @@ def prepared_data(cfg: DictConfig, start: Start) -> PreparedData:
 
 
 def training_batches(cfg: DictConfig, data: PreparedData) -> TrainBatches:
-    """The training split as token-count batches over the corpus mixture (with BPE-dropout if set)."""
+    """The training split as token-count batches over the corpus mixture (with BPE-dropout if set, with each
+    pair's word alignments for guided alignment)."""
     sampling = (data.tokenizer, cfg.data.subword_dropout) if cfg.data.subword_dropout > 0 else None
     train = data.split(cfg.data.train_split)
+    links = None
+    if cfg.trainer.guided_alignment.weight > 0:
+        folder = prepare_links(data, cfg.data.word_alignment, cfg.data.word_alignment_chunk)
+        links = read_links(folder, len(train))
     return TrainBatches.from_dataset(
-        train, cfg.data.max_len, cfg.trainer.batch_tokens, cfg.trainer.seed, sampling, data.mixture(cfg.data)
+        train, cfg.data.max_len, cfg.trainer.batch_tokens, cfg.trainer.seed, sampling, data.mixture(cfg.data), links
     )
 
 
@@ -248,7 +254,7 @@ class Trainer:
             return
         step, lr, seconds = self.progress.step, self.optimizer.param_groups[0]["lr"], self.progress.train_seconds()
         used = self.progress.budget_used(seconds, self.cfg.trainer)
-        self.monitor.stepped(step, result.loss, lr, seconds / 60, used)
+        self.monitor.stepped(step, result.loss, lr, seconds / 60, used, result.alignment)
 
     def validate(self) -> None:
         """Val loss, perplexity and BLEU, every process scoring its share; rank 0 logs them to the log and

@@ -1,0 +1,96 @@
+"""Word alignments from cross-attention: each target piece is linked to the source piece it attends to most (the
+usual heuristic), and pieces are merged into words as whitespace splits the text. Links are written as Pharaoh
+`i-j`: source word i, target word j, both 0-based.
+
+The attention of target piece t is the one at the step that predicts it (decoder input: BOS and the pieces before
+t), as guided alignment trains it (Garg et al., 2019). The EOS row and column take part in no link.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from transformer.data.batching import collate
+from transformer.models.interface import Seq2SeqModel
+
+WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
+
+
+@dataclass(frozen=True)
+class AttentionHead:
+    """Where links are read: a decoder layer's cross-attention (negative counts from the last), one head or the
+    mean over heads (None)."""
+
+    layer: int = -2
+    head: int | None = None
+
+    def describe(self) -> str:
+        heads = "mean over heads" if self.head is None else f"head {self.head}"
+        return f"decoder layer {self.layer}, {heads}"
+
+
+def word_index(pieces: list[str]) -> list[int]:
+    """The word (0-based) each piece belongs to: a piece that starts with ▁ starts a word; pieces before the first
+    word (a corpus tag) belong to none (-1)."""
+    words, word = [], -1
+    for piece in pieces:
+        word += piece.startswith(WORD_START)
+        words.append(word)
+    return words
+
+
+def links(weights: Tensor, src_words: list[int], tgt_words: list[int]) -> list[tuple[int, int]]:
+    """Word links (source word, target word), sorted, from piece weights (T, S) whose first rows and columns are the
+    target and source pieces (EOS and padding after them are ignored)."""
+    if not src_words or not tgt_words:
+        return []
+    src_of = torch.tensor(src_words)
+    candidates = weights[: len(tgt_words), : len(src_words)].float().masked_fill(src_of < 0, -1.0)
+    best = candidates.argmax(dim=1).tolist()  # (T,) each target piece's most attended source piece
+    found = {(src_words[s], t_word) for s, t_word in zip(best, tgt_words) if t_word >= 0 and src_words[s] >= 0}
+    return sorted(found)
+
+
+def pharaoh(pairs: list[tuple[int, int]]) -> str:
+    """Links as a Pharaoh line: `i-j` separated by spaces."""
+    return " ".join(f"{i}-{j}" for i, j in pairs)
+
+
+def parse_pharaoh(line: str) -> set[tuple[int, int]]:
+    """The links of a Pharaoh line (`i-j` or, for possible links, `i?j`)."""
+    out = set()
+    for link in line.split():
+        i, sep, j = link.replace("?", "-").partition("-")
+        if not sep or not i.isdigit() or not j.isdigit():
+            raise ValueError(f"not a Pharaoh link: {link!r} (expected i-j with 0-based word positions)")
+        out.add((int(i), int(j)))
+    return out
+
+
+def _head_weights(model: Seq2SeqModel, src: Tensor, tgt_in: Tensor, head: AttentionHead) -> Tensor:
+    """Cross-attention (B, T, S) of `head` for a teacher-forced batch."""
+    weights = model.cross_attention(src, tgt_in)  # (layers, B, H, T, S)
+    layers = weights.size(0)
+    if not -layers <= head.layer < layers:
+        raise ValueError(f"alignment layer {head.layer} does not exist: the model has {layers} decoder layer(s)")
+    chosen = weights[head.layer]  # (B, H, T, S)
+    if head.head is None:
+        return chosen.mean(dim=1)
+    if not -chosen.size(1) <= head.head < chosen.size(1):
+        raise ValueError(f"alignment head {head.head} does not exist: the model has {chosen.size(1)} head(s)")
+    return chosen[:, head.head]
+
+
+@torch.inference_mode()
+def attention_weights(
+    model: Seq2SeqModel, src_ids: list[list[int]], tgt_ids: list[list[int]], head: AttentionHead
+) -> list[Tensor]:
+    """Each pair's cross-attention (T, S) of `head`, teacher-forced on its target: one row per target piece and
+    one for EOS, one column per source piece and one for EOS."""
+    if not src_ids:
+        return []
+    device = next(model.parameters()).device
+    batch = collate(src_ids, tgt_ids)  # src + EOS (B, S), BOS + target (B, T)
+    weights = _head_weights(model, batch.src.to(device), batch.tgt_in.to(device), head).cpu()  # (B, T, S)
+    return [w[: len(t) + 1, : len(s) + 1] for w, s, t in zip(weights, src_ids, tgt_ids)]
