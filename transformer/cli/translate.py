@@ -52,6 +52,7 @@ from transformer.decoding.sentences import split_line
 if TYPE_CHECKING:
     import torch
 
+    from transformer.decoding.alignment import Aligner
     from transformer.decoding.translator import Searched, TextTranslator
     from transformer.runs.loading import Loaded
 
@@ -91,9 +92,11 @@ def decode_lines(raw: Iterable[bytes], name: str, bad: BadLines, start: int = 1)
             yield ""
 
 
-def interactive(translator: TextTranslator, bad: BadLines, prefix: bool = False, constraints: bool = False) -> None:
-    """Translate each line as it is typed (with `prefix` and `constraints`, its fields as `split_fields` reads them),
-    until end of input (Ctrl-D); prompts go to stderr."""
+def interactive(
+    translator: TextTranslator, bad: BadLines, prefix: bool = False, constraints: bool = False, aligner=None
+) -> None:
+    """Translate each line as it is typed (with `prefix` and `constraints`, its fields as `split_fields` reads them;
+    with `aligner`, its word alignment after a tab), until end of input (Ctrl-D); prompts go to stderr."""
     print("Type a sentence and press Enter; Ctrl-D quits.", file=sys.stderr)
     number = 0
     while True:
@@ -105,28 +108,46 @@ def interactive(translator: TextTranslator, bad: BadLines, prefix: bool = False,
         number += 1
         line = next(decode_lines([raw], "input", bad, start=number))
         fields = split_fields([line], prefix, constraints)
-        print(
-            translator.translate(fields.sources, prefixes=fields.prefixes, constraints=fields.constraints)[0],
-            flush=True,
-        )
+        results = translator.search(fields.sources, prefixes=fields.prefixes, constraints=fields.constraints)
+        links = align_results(aligner, results, 1) if aligner else None
+        print(format_results(translator, results, 1, number - 1, fields.prefixes, links), end="", flush=True)
 
 
 def format_results(
-    translator: TextTranslator, results: Searched, n_best: int, start: int = 0, prefixes: list[str] | None = None
+    translator: TextTranslator,
+    results: Searched,
+    n_best: int,
+    start: int = 0,
+    prefixes: list[str] | None = None,
+    alignments: list[list[str]] | None = None,
 ) -> str:
     """The best translation per input line, or with n_best > 1 "LINE<TAB>SCORE<TAB>TRANSLATION" lines (one
     "LINE<TAB>0.0000<TAB>" line for a line left untranslated); `start`: the number of input lines before these;
-    `prefixes`: what each line's translations start with."""
+    `prefixes`: what each line's translations start with; `alignments`: each hypothesis's Pharaoh links, written
+    after a tab behind its translation."""
     out = []
-    for number, (_, hyps), prefix in zip(count(start + 1), results, prefixes or repeat("")):
+    for number, (_, hyps), prefix, links in zip(
+        count(start + 1), results, prefixes or repeat(""), alignments or repeat(None)
+    ):
         texts = translator.detokenize(hyps, prefix)
+        if links is not None:
+            texts = [f"{text}\t{pharaoh}" for text, pharaoh in zip(texts, links)] or ["\t"]
         if n_best == 1:
             out.append(texts[0] if texts else "")
         elif not hyps:
-            out.append(f"{number}\t{0.0:.4f}\t")
+            out.append(f"{number}\t{0.0:.4f}\t{texts[0] if texts else ''}")
         else:
             out.extend(f"{number}\t{hyp.score:.4f}\t{text}" for text, hyp in zip(texts, hyps))
     return lines_text(out)
+
+
+def align_results(aligner: Aligner, results: Searched, batch_size: int) -> list[list[str]]:
+    """Each hypothesis's word alignment as a Pharaoh line, per sentence."""
+    from transformer.decoding.alignment import pharaoh  # torch: see transformer.cli
+
+    pairs = [(src, hyp.tokens) for src, hyps in results for hyp in hyps]
+    found = iter(aligner.links([s for s, _ in pairs], [t for _, t in pairs], batch_size))
+    return [[pharaoh(next(found)) for _ in hyps] for _, hyps in results]
 
 
 def translate_paragraphs(translator: TextTranslator, lines: list[str], generator: torch.Generator | None = None) -> str:
@@ -175,9 +196,11 @@ def split_fields(lines: list[str], prefix: bool, constraints: bool) -> Fields:
     return fields
 
 
-def translate_chunk(cfg: DictConfig, translator: TextTranslator, chunk: Chunk, bar: tqdm) -> str:
+def translate_chunk(
+    cfg: DictConfig, translator: TextTranslator, aligner: Aligner | None, chunk: Chunk, bar: tqdm
+) -> str:
     """The output text of one chunk of input lines, as the settings ask (paragraphs, prefixes, n-best or
-    alternatives); its attention plots."""
+    alternatives, with `aligner` word alignments); its attention plots."""
     generator = translator.generator(chunk_seed(cfg.decoding.seed, chunk.index))
     if cfg.split_sentences:
         return translate_paragraphs(translator, chunk.lines, generator)
@@ -188,7 +211,8 @@ def translate_chunk(cfg: DictConfig, translator: TextTranslator, chunk: Chunk, b
     if cfg.plot_attention:
         plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer, chunk.start)
     per_line = max(cfg.decoding.n_best, cfg.decoding.alternatives)
-    return format_results(translator, results, per_line, chunk.start, fields.prefixes)
+    links = align_results(aligner, results, cfg.decoding.batch_size) if aligner else None
+    return format_results(translator, results, per_line, chunk.start, fields.prefixes, links)
 
 
 def prefixed(cfg: DictConfig) -> bool:
@@ -244,6 +268,7 @@ def job_record(cfg: DictConfig, loaded: Loaded) -> dict:
         "prefixed": prefixed(cfg),
         "constraints": cfg.constraints,
         "chunk_lines": cfg.chunk_lines,
+        "alignments": OmegaConf.to_container(cfg.alignment) if cfg.alignments else False,
     }
 
 
@@ -252,7 +277,8 @@ def translate_input(cfg: DictConfig, loaded: Loaded, translator: TextTranslator,
     sink = ChunkedFile(Path(cfg.output), job_record(cfg, loaded)) if cfg.output else StreamSink(sys.stdout)
     progress = show_progress(cfg.progress)
     total = total_lines(cfg) if progress else None
-    translate = functools.partial(translate_chunk, cfg, translator)
+    aligner = loaded.aligner(cfg.alignment) if cfg.alignments else None
+    translate = functools.partial(translate_chunk, cfg, translator, aligner)
     counts = translate_in_chunks(input_lines(cfg, bad), translate, sink, cfg.chunk_lines, progress, total)
     if isinstance(sink, ChunkedFile):
         sink.finish(counts.chunks)
@@ -269,10 +295,15 @@ def check_settings(cfg: DictConfig, prompt: bool) -> None:
         raise UserError(f"plot_attention={cfg.plot_attention} is a file; give a folder for the PNG files")
     if cfg.plot_attention and len(checkpoint_paths(cfg.checkpoint)) > 1:
         raise UserError("plot_attention draws one model's attention: give one checkpoint=RUN_DIR")
-    if cfg.split_sentences and (cfg.decoding.n_best > 1 or cfg.decoding.alternatives or cfg.plot_attention):
+    if cfg.split_sentences and (
+        cfg.decoding.n_best > 1 or cfg.decoding.alternatives or cfg.plot_attention or cfg.alignments
+    ):
         raise UserError(
-            "split_sentences=true prints one line per input line: no n_best > 1, alternatives or plot_attention"
+            "split_sentences=true prints one line per input line: no n_best > 1, alternatives, plot_attention or "
+            "alignments"
         )
+    if cfg.alignments and cfg.engine != "pytorch":
+        raise UserError("alignments=true reads our model's attention: use engine=pytorch with a checkpoint")
     if cfg.decoding.glossary:
         load_glossary(cfg.decoding.glossary)  # its mistakes before the model loads
     if cfg.prefix_file and not Path(cfg.prefix_file).is_file():
@@ -303,7 +334,8 @@ def main(cfg: DictConfig) -> None:
         translator = loaded.translator(cfg.decoding)
         bad = BadLines()
         if prompt:
-            interactive(translator, bad, cfg.prefix, cfg.constraints)
+            aligner = loaded.aligner(cfg.alignment) if cfg.alignments else None
+            interactive(translator, bad, cfg.prefix, cfg.constraints, aligner)
         else:
             translate_input(cfg, loaded, translator, bad)
         bad.check()

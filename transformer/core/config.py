@@ -351,12 +351,22 @@ class EvaluateConfig:
 
 
 @dataclass
+class AlignmentConfig:
+    """Which cross-attention word alignments are read from (transformer.decoding.alignment)."""
+
+    layer: int | None = None  # decoder layer, negative from the last; None: a guided model's, else the second-to-last
+    head: int | None = None  # None: a guided model's trained head (on its layer), else the mean over the heads
+
+
+@dataclass
 class TranslateConfig:
     checkpoint: Any = MISSING  # run directory or checkpoint file, or a list of them: [A,B] decodes their ensemble
     input: str | None = None  # file to translate; default: stdin
     sentences: list[str] = field(default_factory=list)  # or sentences given inline
     plot_attention: str | None = None  # directory for one cross-attention heatmap PNG per sentence
     plot_layer: int | None = None  # decoder layer to plot (0-based, -1 = last); None = mean of all
+    alignments: bool = False  # TRANSLATION<TAB>ALIGNMENT: Pharaoh i-j (source word i, target word j, 0-based)
+    alignment: AlignmentConfig = field(default_factory=AlignmentConfig)
     split_sentences: bool = False  # split each line into sentences, translate them, join them back on one line
     # Each translation starts with a prefix (an unfinished last word is completed): prefix=true reads input lines as
     # SOURCE<TAB>PREFIX (a line without a tab has none); prefix_file=FILE holds one prefix per input line

@@ -93,9 +93,7 @@ def prepare_links(prepared: "PreparedData", aligner: str, chunk_pairs: int) -> P
     folder = links_folder(prepared, aligner, chunk_pairs)
     ds = prepared.split(prepared.meta["train"])
     starts = list(range(0, len(ds), chunk_pairs))
-    tokenizer = prepared.tokenizer
-    sides = (tokenizer.src, tokenizer.tgt)
-    tables = tuple([side.id_to_piece(i) for i in range(side.get_piece_size())] for side in sides)
+    tables = (prepared.tokenizer.piece_table("src"), prepared.tokenizer.piece_table("tgt"))
     folder.mkdir(parents=True, exist_ok=True)
     with exclusive(folder / ".lock"):
         for k, start in enumerate(starts):

@@ -122,6 +122,11 @@ class Tokenizer:
     def tgt_vocab_size(self) -> int:
         return self.tgt.get_piece_size()
 
+    def piece_table(self, side: str) -> list[str]:
+        """The pieces of the `side` ("src" or "tgt") vocabulary by id."""
+        sp = self.src if side == "src" else self.tgt
+        return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
     @property
     def tags(self) -> tuple[str, ...]:
         """The corpus tags the source vocabulary holds, by name."""

@@ -94,3 +94,35 @@ def attention_weights(
     batch = collate(src_ids, tgt_ids)  # src + EOS (B, S), BOS + target (B, T)
     weights = _head_weights(model, batch.src.to(device), batch.tgt_in.to(device), head).cpu()  # (B, T, S)
     return [w[: len(t) + 1, : len(s) + 1] for w, s, t in zip(weights, src_ids, tgt_ids)]
+
+
+def default_head(layer: int | None, head: int | None, guided: dict | None, layers: int) -> AttentionHead:
+    """The head asked for; where not given, a guided model's trained head (`guided`: its trainer.guided_alignment
+    settings), else the mean over the heads of the second-to-last layer (of the only one, for one layer)."""
+    trained = guided is not None and guided.get("weight", 0) > 0
+    if layer is None:
+        layer = guided["layer"] if trained else (-2 if layers > 1 else -1)
+    if head is None and trained and layer % layers == guided["layer"] % layers:
+        head = guided["head"]
+    return AttentionHead(layer, head)
+
+
+class Aligner:
+    """Word alignments of (source ids, target ids) pairs, read from `head` of `model`'s cross-attention in one
+    teacher-forced pass per batch."""
+
+    def __init__(self, model: Seq2SeqModel, src_pieces: list[str], tgt_pieces: list[str], head: AttentionHead):
+        """`src_pieces`, `tgt_pieces`: each vocabulary's pieces by id."""
+        self.model, self.head = model, head
+        self.src_pieces, self.tgt_pieces = src_pieces, tgt_pieces
+
+    def links(self, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int = 64) -> list[list[tuple]]:
+        """Each pair's word links (source word, target word), sorted."""
+        out = []
+        for start in range(0, len(src_ids), batch_size):
+            srcs, tgts = src_ids[start : start + batch_size], tgt_ids[start : start + batch_size]
+            weights = attention_weights(self.model, srcs, tgts, self.head)
+            for w, s, t in zip(weights, srcs, tgts):
+                src_words = word_index([self.src_pieces[i] for i in s])
+                out.append(links(w, src_words, word_index([self.tgt_pieces[i] for i in t])))
+        return out

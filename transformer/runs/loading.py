@@ -6,24 +6,28 @@ format=ctranslate2` folder. translate, evaluate, serve, backtranslate, results a
 every decoding's corpus tag is checked here, before any translation.
 """
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from transformer.compute.runtime import pick_device
-from transformer.core.config import DecodingConfig, Engine, choices
+from transformer.core.config import AlignmentConfig, DecodingConfig, Engine, choices
 from transformer.core.errors import UserError
 from transformer.data.tokenizer import Tokenizer
+from transformer.decoding.alignment import Aligner, attention_weights, default_head
 from transformer.decoding.ensemble import Ensemble
 from transformer.decoding.translator import TextTranslator, Translator
 from transformer.runs.checkpoint import Checkpoint, load_checkpoint
 
 if TYPE_CHECKING:
     from transformer.decoding.ctranslate2_engine import Export
+
+log = logging.getLogger(__name__)
 
 
 def _direction(ckpt: Checkpoint) -> str:
@@ -89,6 +93,22 @@ class Loaded:
         from transformer.decoding.ctranslate2_engine import CTranslate2Translator  # importable: `load` checked it
 
         return CTranslate2Translator(str(self.path.parent), decoding, device=self.device)
+
+    def aligner(self, alignment: AlignmentConfig) -> Aligner:
+        """Word alignments from the cross-attention `alignment` names (defaults: `decoding.alignment.default_head`);
+        an ensemble aligns with its first model's attention."""
+        if self.model is None:
+            raise UserError("word alignments read our model's attention: use engine=pytorch with a checkpoint")
+        guided = OmegaConf.select(self.config, "trainer.guided_alignment")
+        guided = OmegaConf.to_container(guided) if guided is not None else None
+        model = self.model.members[0] if isinstance(self.model, Ensemble) else self.model
+        head = default_head(alignment.layer, alignment.head, guided, model.cross_attention_layers)
+        try:
+            attention_weights(model, [[]], [[]], head)  # a layer or head the model lacks is refused here
+        except ValueError as err:
+            raise UserError(f"{err}; choose another alignment.layer / alignment.head") from err
+        log.info("word alignments from %s", head.describe())
+        return Aligner(model, self.tokenizer.piece_table("src"), self.tokenizer.piece_table("tgt"), head)
 
 
 def _load_checkpoints(paths: list[str], device: str) -> Loaded:
