@@ -14,7 +14,7 @@ import pytest
 from safetensors.torch import load_file
 
 from tests.cli.kills import Outcome, kill_chain, warm_starts
-from tests.conftest import WORDS_FR, files_data, paused_process, write_corpus
+from tests.conftest import WORDS_EN, WORDS_FR, files_data, paused_process, write_corpus
 from transformer.core.files import atomic_write, atomic_write_text
 from transformer.data.preparation import PreparedData
 from transformer.runs.checkpoint import load_checkpoint
@@ -175,13 +175,12 @@ class Writing:
 
 
 class Resuming:
-    """transformer-translate output=FILE: after a kill, FILE is whole or absent and every finished chunk beside it is
-    a whole chunk of the uninterrupted run's output; a rerun continues after them and ends with that output."""
+    """transformer-translate (or -score) output=FILE: after a kill, FILE is whole or absent and every finished chunk
+    beside it is a whole chunk of the uninterrupted run's output; a rerun continues after them and ends with that
+    output."""
 
-    name = "transformer-translate"
-
-    def __init__(self, args: list[str], output: Path, reference: bytes, chunk_lines: int):
-        self.args, self.output, self.chunk_lines = args, output, chunk_lines
+    def __init__(self, name: str, args: list[str], output: Path, reference: bytes, chunk_lines: int):
+        self.name, self.args, self.output, self.chunk_lines = name, args, output, chunk_lines
         self.reference = reference.decode().splitlines(keepends=True)
 
     def argv(self) -> list[str]:
@@ -275,21 +274,30 @@ def test_export_and_average_killed_at_random_moments_write_all_or_nothing(traine
 
 
 @pytest.mark.slow
-def test_translate_into_a_file_killed_at_random_moments_resumes_to_the_uninterrupted_output(tmp_path):
+@pytest.mark.parametrize("command", ["translate", "score"])
+def test_translate_or_score_into_a_file_killed_at_random_moments_resumes_to_the_uninterrupted_output(
+    tmp_path, command
+):
     from tests.serve.serving import write_checkpoint
 
     inputs, out = tmp_path / "inputs", tmp_path / "out"
     out.mkdir()
     checkpoint = write_checkpoint(inputs / "tiny.safetensors")
     rng = random.Random(3)
-    lines = [" ".join(rng.choices(WORDS_FR, k=rng.randint(1, 9))) for _ in range(144)]
-    (inputs / "in.fr").write_text("".join(line + "\n" for line in lines))
-    args = [f"checkpoint={checkpoint}", f"input={inputs / 'in.fr'}", "decoding=greedy", "decoding.precision=fp32"]
-    args += ["chunk_lines=8", "device=cpu"]
-    modules = ["transformer.cli.translate", "transformer.runs.loading"]
+    count = 144 if command == "translate" else 600  # scoring is fast: more pairs, so that kills land mid-way
+    for side, words in (("fr", WORDS_FR), ("en", WORDS_EN)):
+        lines = [" ".join(rng.choices(words, k=rng.randint(1, 9))) for _ in range(count)]
+        (inputs / f"in.{side}").write_text("".join(line + "\n" for line in lines))
+    args = [f"checkpoint={checkpoint}", "decoding=greedy", "decoding.precision=fp32", "chunk_lines=8", "device=cpu"]
+    if command == "translate":
+        args.append(f"input={inputs / 'in.fr'}")
+    else:
+        args += [f"source.src={inputs / 'in.fr'}", f"source.tgt={inputs / 'in.en'}", "tokens=true", "alignments=true"]
+    modules = [f"transformer.cli.{command}", "transformer.runs.loading"]
+    name = f"transformer-{command}"
     with warm_starts(modules, tmp_path, tmp_path / "logs") as starts:
-        first = reference_run(starts, ["transformer-translate", *args, f"output={out / 'out.en'}"])
-        target = Resuming(args, out / "out.en", (out / "out.en").read_bytes(), 8)
+        first = reference_run(starts, [name, *args, f"output={out / 'out.en'}"])
+        target = Resuming(name, args, out / "out.en", (out / "out.en").read_bytes(), 8)
         target.after_completion(first)
         lines = kill_chain(target, starts, first.seconds, tmp_path, [out, tmp_path / "logs"])
     assert any("resumed at line" in line for line in lines), "no run continued after the chunks of a killed one"

@@ -29,6 +29,7 @@ SCHEMAS = {
     "train_schema": config.TrainConfig,
     "evaluate_schema": config.EvaluateConfig,
     "translate_schema": config.TranslateConfig,
+    "score_schema": config.ScoreConfig,
     "serve_schema": config.ServeConfig,
     "export_schema": config.ExportConfig,
     "average_schema": config.AverageConfig,

@@ -384,6 +384,21 @@ class TranslateConfig:
 
 
 @dataclass
+class ScoreConfig:
+    checkpoint: Any = MISSING  # run directory or checkpoint file, or a list of them: [A,B] scores with their ensemble
+    source: SourceConfig = field(default_factory=SourceConfig)  # the pairs (source.src/tgt, source.path); or stdin
+    tokens: bool = False  # each token's log-probability too, EOS last
+    alignments: bool = False  # each pair's word alignment too: Pharaoh i-j (source word i, target word j, 0-based)
+    alignment: AlignmentConfig = field(default_factory=AlignmentConfig)
+    output: str | None = None
+    chunk_lines: int = CHUNK_LINES  # pairs read, scored and written at a time
+    progress: bool | None = None  # pairs/s bar on stderr; None: when stderr is a terminal
+    device: str = "auto"
+    engine: str = choice(Engine, "pytorch")  # ctranslate2: checkpoint= a transformer-export format=ctranslate2 folder
+    decoding: DecodingConfig = field(default_factory=user_decoding)  # precision, batch_size, the length penalty
+
+
+@dataclass
 class ServeSettings:
     """The HTTP service's address, dynamic batching and request limits."""
 

@@ -86,12 +86,13 @@ def translate_in_chunks(
     chunk_lines: int,
     progress: bool = False,
     total: int | None = None,
+    desc: str = "translating",
 ) -> ChunkCounts:
     """Read `lines` `chunk_lines` at a time; give `sink` each chunk's `translate(chunk, bar)` in order, skipping the
     chunks it finished before. `translate` may advance the lines/s `bar` on stderr (shown when `progress`; `total`:
     the number of lines, when known) by up to the chunk's number of lines."""
     counts = ChunkCounts()
-    with tqdm(total=total, desc="translating", unit="line", disable=not progress, smoothing=0.1) as bar:
+    with tqdm(total=total, desc=desc, unit="line", disable=not progress, smoothing=0.1) as bar:
         for index, part in enumerate(batched(lines, chunk_lines)):
             chunk, before = Chunk(index, counts.lines, part), bar.n
             if sink.finished(chunk):

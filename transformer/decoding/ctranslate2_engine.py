@@ -40,6 +40,8 @@ from transformer.core.special_ids import BOS_ID, EOS_ID, PAD_ID
 from transformer.core.strategies import STRATEGIES
 from transformer.data.tokenizer import Tokenizer
 from transformer.decoding.beam import penalty_divisor
+from transformer.decoding.given_pairs import GivenPairs
+from transformer.decoding.scoring import Scored, scored
 from transformer.decoding.search_state import Hypothesis, SearchOptions, strip_eos
 from transformer.decoding.steering import Controls, forced_lengths
 from transformer.decoding.text_controls import Steer
@@ -178,6 +180,18 @@ class CTranslate2Translator(TextTranslator):
 
     def _src_pieces(self, ids: list[int]) -> list[str]:
         return [self.tokenizer.src.id_to_piece(t) for t in ids]
+
+    def _score_batches(
+        self, pairs: GivenPairs, todo: list[int], options: SearchOptions
+    ) -> Iterator[tuple[list[int], list[Scored]]]:
+        """CTranslate2's `score_batch`: each token's log-probability, EOS last, scored as ours (`decoding.scoring`)."""
+        todo = sorted(todo, key=lambda i: len(pairs.src_ids[i]) + len(pairs.tgt_ids[i]))
+        for start in range(0, len(todo), self.cfg.batch_size):
+            rows = todo[start : start + self.cfg.batch_size]
+            sources = [self._src_pieces(pairs.src_ids[i]) for i in rows]
+            targets = [self._tgt_pieces(pairs.tgt_ids[i]) for i in rows]
+            results = self.engine.score_batch(sources, targets, max_input_length=0)
+            yield rows, [scored(r.log_probs, options) for r in results]
 
 
 def _divisor(target: list[str], alpha: float) -> float:

@@ -27,6 +27,13 @@ class Scored:
     token_scores: list[float]
 
 
+def scored(token_scores: list[float], options: SearchOptions) -> Scored:
+    """A target's score from its tokens' log-probabilities (EOS last), over `options`' length penalty."""
+    total = sum(token_scores)
+    divisor = penalty_divisor(len(token_scores), options.length_penalty, options.length_penalty_kind)
+    return Scored(total / divisor, total, token_scores)
+
+
 def _padded(rows: list[list[int]], pad_id: int, device: torch.device) -> Tensor:
     out = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
     for i, row in enumerate(rows):
@@ -58,10 +65,4 @@ def score(model: Seq2SeqModel, src: Tensor, targets: list[list[int]], options: S
     banned = never_generated(options, model, device)
     logp = next_log_probs(logits.flatten(0, 1), banned).view(*logits.shape[:2], -1)  # (B, T, V)
     picked = logp.gather(2, tgt_out[:, :, None]).squeeze(2).tolist()  # (B, T)
-    scored = []
-    for target, row in zip(targets, picked):
-        tokens = row[: len(target) + 1]
-        total = sum(tokens)
-        divisor = penalty_divisor(len(tokens), options.length_penalty, options.length_penalty_kind)
-        scored.append(Scored(total / divisor, total, tokens))
-    return scored
+    return [scored(row[: len(target) + 1], options) for target, row in zip(targets, picked)]

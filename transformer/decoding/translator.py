@@ -18,6 +18,8 @@ from transformer.core.config import DecodingConfig
 from transformer.core.special_ids import EOS_ID
 from transformer.data.batching import pad
 from transformer.data.tokenizer import Tokenizer
+from transformer.decoding.given_pairs import GivenPairs, Unscored, encode_pairs
+from transformer.decoding.scoring import Scored, score
 from transformer.decoding.search_state import Hypothesis, SearchOptions
 from transformer.decoding.searching import search
 from transformer.decoding.steered_text import steered_text, target_pieces
@@ -78,6 +80,24 @@ class TextTranslator(ABC):
     ) -> Iterator[tuple[list[int], list[list[Hypothesis]]]]:
         """Search the sentences `todo` (indices into `ids`) batch by batch, each steered by `steer` of its
         indices: (indices, their hypotheses)."""
+
+    @abstractmethod
+    def _score_batches(
+        self, pairs: GivenPairs, todo: list[int], options: SearchOptions
+    ) -> Iterator[tuple[list[int], list[Scored]]]:
+        """Score the pairs `todo` (indices into `pairs`) batch by batch: (indices, their scores)."""
+
+    def score(
+        self, sources: list[str], targets: list[str], options: SearchOptions | None = None
+    ) -> list[Scored | Unscored]:
+        """The score of each target as the translation of its source (`decoding.scoring`: as the beam scores its
+        own hypotheses, under `options`' length penalty), in input order; a pair that cannot be scored gets why."""
+        pairs = encode_pairs(self.tokenizer, sources, targets, self.max_positions, self.cfg.tag)
+        out: list[Scored | Unscored] = list(pairs.problems)  # type: ignore[arg-type]  (None: filled below)
+        for rows, scored in self._score_batches(pairs, pairs.todo, options or self.options):
+            for i, result in zip(rows, scored):
+                out[i] = result
+        return out
 
     def pieces(self) -> list[str] | None:
         """The target pieces by id (`steered_text.target_pieces`) where this engine spells words, else None."""
@@ -193,6 +213,14 @@ class Translator(TextTranslator):
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         for start in range(0, len(order), self.cfg.batch_size):
             yield order[start : start + self.cfg.batch_size]
+
+    def _score_batches(
+        self, pairs: GivenPairs, todo: list[int], options: SearchOptions
+    ) -> Iterator[tuple[list[int], list[Scored]]]:
+        for batch in self._batches([pairs.src_ids[i] + pairs.tgt_ids[i] for i in todo]):
+            rows = [todo[j] for j in batch]
+            src = pad([pairs.src_ids[i] + [EOS_ID] for i in rows]).to(self.device)
+            yield rows, score(self.inference_model, src, [pairs.tgt_ids[i] for i in rows], options)
 
     def _search_batches(
         self,
