@@ -9,8 +9,8 @@ import torch
 
 from transformer.bench.tiny import write_checkpoint
 from transformer.core.config import DecodingConfig
-from transformer.runs.loading import load
 from transformer.decoding.alignment import parse_pharaoh
+from transformer.runs.loading import load
 
 BIN = Path(sys.executable).parent
 FP32 = ("decoding.precision=fp32", "device=cpu")
