@@ -275,9 +275,7 @@ def test_export_and_average_killed_at_random_moments_write_all_or_nothing(traine
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["translate", "score"])
-def test_translate_or_score_into_a_file_killed_at_random_moments_resumes_to_the_uninterrupted_output(
-    tmp_path, command
-):
+def test_translate_or_score_into_a_file_killed_at_random_moments_resumes_to_the_uninterrupted_output(tmp_path, command):
     from tests.serve.serving import write_checkpoint
 
     inputs, out = tmp_path / "inputs", tmp_path / "out"

@@ -119,19 +119,21 @@ def format_results(
     n_best: int,
     start: int = 0,
     prefixes: list[str] | None = None,
-    alignments: list[list[str]] | None = None,
+    alignments: list[list[list[tuple[int, int]]]] | None = None,
 ) -> str:
     """The best translation per input line, or with n_best > 1 "LINE<TAB>SCORE<TAB>TRANSLATION" lines (one
     "LINE<TAB>0.0000<TAB>" line for a line left untranslated); `start`: the number of input lines before these;
-    `prefixes`: what each line's translations start with; `alignments`: each hypothesis's Pharaoh links, written
-    after a tab behind its translation."""
+    `prefixes`: what each line's translations start with; `alignments`: each hypothesis's word links, written
+    after a tab behind its translation (Pharaoh)."""
+    from transformer.decoding.alignment import pharaoh  # torch: see transformer.cli
+
     out = []
     for number, (_, hyps), prefix, links in zip(
         count(start + 1), results, prefixes or repeat(""), alignments or repeat(None)
     ):
         texts = translator.detokenize(hyps, prefix)
         if links is not None:
-            texts = [f"{text}\t{pharaoh}" for text, pharaoh in zip(texts, links)] or ["\t"]
+            texts = [f"{text}\t{pharaoh(pairs)}" for text, pairs in zip(texts, links)] or ["\t"]
         if n_best == 1:
             out.append(texts[0] if texts else "")
         elif not hyps:
@@ -141,13 +143,23 @@ def format_results(
     return lines_text(out)
 
 
-def align_results(aligner: Aligner, results: Searched, batch_size: int) -> list[list[str]]:
-    """Each hypothesis's word alignment as a Pharaoh line, per sentence."""
-    from transformer.decoding.alignment import pharaoh  # torch: see transformer.cli
-
+def align_results(aligner: Aligner, results: Searched, batch_size: int) -> list[list[list[tuple[int, int]]]]:
+    """Each hypothesis's word links, per sentence."""
     pairs = [(src, hyp.tokens) for src, hyps in results for hyp in hyps]
     found = iter(aligner.links([s for s, _ in pairs], [t for _, t in pairs], batch_size))
-    return [[pharaoh(next(found)) for _ in hyps] for _, hyps in results]
+    return [[next(found) for _ in hyps] for _, hyps in results]
+
+
+def translate_markup(translator: TextTranslator, aligner: Aligner, chunk: Chunk, generator, bar) -> str:
+    """markup=xml: each line translated with its markup carried across; a line whose markup is not well-formed is
+    noted and left untranslated."""
+    from transformer.decoding.marked_text import translate_marked
+
+    out = translate_marked(translator, aligner, chunk.lines, generator, bar)
+    for number, result in enumerate(out, start=chunk.start + 1):
+        if not isinstance(result, str):
+            log.warning("line %d: %s; it is left untranslated (an empty line)", number, result)
+    return lines_text([result if isinstance(result, str) else "" for result in out])
 
 
 def translate_paragraphs(translator: TextTranslator, lines: list[str], generator: torch.Generator | None = None) -> str:
@@ -204,6 +216,8 @@ def translate_chunk(
     generator = translator.generator(chunk_seed(cfg.decoding.seed, chunk.index))
     if cfg.split_sentences:
         return translate_paragraphs(translator, chunk.lines, generator)
+    if cfg.markup == "xml":
+        return translate_markup(translator, aligner, chunk, generator, bar)
     fields = split_fields(chunk.lines, prefixed(cfg), cfg.constraints)
     results = translator.search(
         fields.sources, generator=generator, bar=bar, prefixes=fields.prefixes, constraints=fields.constraints
@@ -269,6 +283,7 @@ def job_record(cfg: DictConfig, loaded: Loaded) -> dict:
         "constraints": cfg.constraints,
         "chunk_lines": cfg.chunk_lines,
         "alignments": OmegaConf.to_container(cfg.alignment) if cfg.alignments else False,
+        "markup": cfg.markup,
     }
 
 
@@ -277,7 +292,7 @@ def translate_input(cfg: DictConfig, loaded: Loaded, translator: TextTranslator,
     sink = ChunkedFile(Path(cfg.output), job_record(cfg, loaded)) if cfg.output else StreamSink(sys.stdout)
     progress = show_progress(cfg.progress)
     total = total_lines(cfg) if progress else None
-    aligner = loaded.aligner(cfg.alignment) if cfg.alignments else None
+    aligner = loaded.aligner(cfg.alignment) if cfg.alignments or cfg.markup == "xml" else None
     translate = functools.partial(translate_chunk, cfg, translator, aligner)
     counts = translate_in_chunks(input_lines(cfg, bad), translate, sink, cfg.chunk_lines, progress, total)
     if isinstance(sink, ChunkedFile):
@@ -302,8 +317,15 @@ def check_settings(cfg: DictConfig, prompt: bool) -> None:
             "split_sentences=true prints one line per input line: no n_best > 1, alternatives, plot_attention or "
             "alignments"
         )
-    if cfg.alignments and cfg.engine != "pytorch":
-        raise UserError("alignments=true reads our model's attention: use engine=pytorch with a checkpoint")
+    if (cfg.alignments or cfg.markup != "none") and cfg.engine != "pytorch":
+        raise UserError("alignments and markup read our model's attention: use engine=pytorch with a checkpoint")
+    steered = prefixed(cfg) or cfg.constraints or cfg.split_sentences or cfg.alignments or cfg.plot_attention
+    if cfg.markup != "none" and (steered or cfg.decoding.n_best > 1 or cfg.decoding.alternatives or prompt):
+        raise UserError(
+            "markup=xml writes each line's best translation with its markup: no prefix, constraints, "
+            "split_sentences, alignments, plot_attention, n_best > 1 or alternatives, and no interactive prompt "
+            "(give input=FILE, sentences=[...] or pipe the text)"
+        )
     if cfg.decoding.glossary:
         load_glossary(cfg.decoding.glossary)  # its mistakes before the model loads
     if cfg.prefix_file and not Path(cfg.prefix_file).is_file():

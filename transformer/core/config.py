@@ -24,6 +24,7 @@ Precision = Literal[TRAINING]  # these three from `transformer.core.precision.PR
 InferencePrecision = Literal[INFERENCE]
 Strategy = Literal[tuple(STRATEGIES)]  # the names of `transformer.core.strategies.STRATEGIES`
 Engine = Literal["pytorch", "ctranslate2"]
+Markup = Literal["none", "xml"]
 ExportFormat = Literal["ctranslate2", "marian"]
 Quantization = Literal[QUANTIZATIONS]
 TestScope = Literal["all", "chosen"]
@@ -367,6 +368,7 @@ class TranslateConfig:
     plot_layer: int | None = None  # decoder layer to plot (0-based, -1 = last); None = mean of all
     alignments: bool = False  # TRANSLATION<TAB>ALIGNMENT: Pharaoh i-j (source word i, target word j, 0-based)
     alignment: AlignmentConfig = field(default_factory=AlignmentConfig)
+    markup: str = choice(Markup, "none")  # xml: inline tags and {placeholders} carried across (decoding.markup)
     split_sentences: bool = False  # split each line into sentences, translate them, join them back on one line
     # Each translation starts with a prefix (an unfinished last word is completed): prefix=true reads input lines as
     # SOURCE<TAB>PREFIX (a line without a tab has none); prefix_file=FILE holds one prefix per input line
