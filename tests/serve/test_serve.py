@@ -255,3 +255,37 @@ def test_the_console_script_serves_and_rejects_a_bad_setting(checkpoint, tmp_pat
     assert process.returncode == 0  # SIGTERM: a clean shutdown
     log = (tmp_path / "log").read_text()
     assert "POST /translate 200 7 chars, 1 sentences, batch 1 (1 requests, 1 sentences)" in log
+
+
+def test_score_gives_the_translator_s_scores_with_tokens_and_alignments(server):
+    url, service = server
+    pairs = [{"source": "un chien rouge", "target": "a red dog"}, {"source": "le chat", "target": "the cat"}]
+    body = {"pairs": pairs, "tokens": True, "alignments": True, "length_penalty": 0.5}
+    answer = httpx.post(f"{url}/score", json=body, timeout=60).json()
+    cfg = service.defaults.__class__(**{**service.defaults.__dict__, "length_penalty": 0.5})
+    expected = Translator(service.model, service.tokenizer, cfg).score(
+        [p["source"] for p in pairs], [p["target"] for p in pairs]
+    )
+    for got, want, pair in zip(answer["scores"], expected, pairs, strict=True):
+        assert (got["score"], got["logprob"]) == pytest.approx((want.score, want.logprob), abs=1e-4)
+        assert got["tokens"] == pytest.approx(want.token_scores, abs=1e-4)
+        links = [tuple(map(int, link.split("-"))) for link in got["alignment"].split()]
+        assert {j for _, j in links} == set(range(len(pair["target"].split())))
+    refused = httpx.post(f"{url}/score", json={"pairs": [pairs[0], {"source": "le chat", "target": " "}]}, timeout=60)
+    assert refused.status_code == 422 and "pair 2: the target is empty" in refused.json()["error"]
+    too_many = httpx.post(f"{url}/score", json={"pairs": pairs * 3}, timeout=60)
+    assert too_many.status_code == 413
+
+
+def test_translate_gives_alignments_and_carries_markup(server):
+    url, _ = server
+    text = 'un <b>chien</b> rouge {n}\nle <i>chat <a href="#">noir</a></i>'
+    answer = httpx.post(f"{url}/translate", json={"text": text, "markup": "xml", "alignments": True}, timeout=60)
+    result = answer.json()["translations"][0]
+    lines = result["text"].split("\n")
+    assert len(lines) == 2 and [s["source"] for s in result["sentences"]] == ["un chien rouge", "le chat noir"]
+    for line, tags in zip(lines, (["<b>", "</b>", "{n}"], ["<i>", '<a href="#">', "</a>", "</i>"])):
+        assert all(line.count(tag) == 1 for tag in tags), line
+        assert all("-" in link for link in result["sentences"][0]["alignment"].split())
+    bad = httpx.post(f"{url}/translate", json={"text": "un <b>chien", "markup": "xml"}, timeout=60)
+    assert bad.status_code == 422 and "text 1, line 1: <b> is never closed" in bad.json()["error"]

@@ -40,7 +40,8 @@ def main(cfg: DictConfig) -> None:
         settings = OmegaConf.to_object(cfg.serve)
         if settings.num_threads > 0:
             torch.set_num_threads(settings.num_threads)
-        service = Service(load(cfg.checkpoint, device=cfg.device), OmegaConf.to_object(cfg.decoding), settings)
+        loaded, alignment = load(cfg.checkpoint, device=cfg.device), OmegaConf.to_object(cfg.alignment)
+        service = Service(loaded, OmegaConf.to_object(cfg.decoding), settings, alignment)
         log.info(
             "serving %s on http://%s:%d (the page at /, the API at /docs)", service.name, settings.host, settings.port
         )

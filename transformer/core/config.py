@@ -427,6 +427,7 @@ class ServeConfig:
     device: str = "auto"
     serve: ServeSettings = field(default_factory=ServeSettings)
     decoding: DecodingConfig = field(default_factory=user_decoding)  # the defaults that a request's settings override
+    alignment: AlignmentConfig = field(default_factory=AlignmentConfig)  # what /translate and /score align with
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The HTTP routes: /translate, /attention, /health, /info, /metrics and the page at /."""
+"""The HTTP routes: /translate, /score, /attention, /health, /info, /metrics and the page at /."""
 
 import contextlib
 import logging
@@ -13,8 +13,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from transformer.serve import openapi
-from transformer.serve.schemas import AttentionRequest, TranslateRequest
-from transformer.serve.service import RequestError, Service
+from transformer.serve.errors import RequestError
+from transformer.serve.schemas import AttentionRequest, ScoreRequest, TranslateRequest
+from transformer.serve.service import Service
 
 log = logging.getLogger(__name__)
 STATIC = resources.files("transformer.serve") / "static"
@@ -148,6 +149,13 @@ def create_app(service: Service, decoding_threads: bool = True) -> FastAPI:
         answer = await service.translate(body)
         sentences = sum(len(t["sentences"]) for t in answer["translations"])
         _note(request, answer, metrics, sum(map(len, body.all_texts())), sentences)
+        return answer
+
+    @app.post("/score", responses=openapi.error_answers(400, 413, 422, 503))
+    async def score(body: ScoreRequest, request: Request) -> dict:
+        """Given translations scored as the model's beam scores its own, with token scores and word alignments."""
+        answer = await service.score(body)
+        request.state.note = f"{sum(len(p.source) + len(p.target) for p in body.pairs)} chars, {len(body.pairs)} pairs"
         return answer
 
     @app.post("/attention", responses=openapi.error_answers(400, 413, 422, 503))

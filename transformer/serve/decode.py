@@ -7,6 +7,7 @@ from transformer.core.strategies import STRATEGIES, control_problems, requested
 from transformer.decoding.search_state import Hypothesis, SearchOptions
 from transformer.decoding.steered_text import SteeringError
 from transformer.decoding.translator import Translator
+from transformer.serve.errors import RequestError
 
 Result = tuple[list[int], list[Hypothesis]]  # source ids, hypotheses best first
 
@@ -60,3 +61,13 @@ def decode_batch(translator: Translator, sentences: list[Steered], cfg: Decoding
     phrases = [list(s.constraints) for s in sentences] if any(s.constraints for s in sentences) else None
     sources = [s.source for s in sentences]
     return translator.with_config(cfg).search(sources, prefixes=prefixes, constraints=phrases)
+
+
+def source_tokens(translator: Translator, sentences: list[str], tag: str) -> int:
+    """Source tokens (tag and EOS included) of `sentences`; refuses one longer than the model allows (422)."""
+    limit = translator.max_positions - 1
+    lengths = [len(ids) for ids in translator.tokenizer.encode_src(sentences, tag)]
+    for i, n in enumerate(lengths):
+        if n > limit:
+            raise RequestError(422, f"sentence {i + 1} has {n} tokens, more than the model's {limit}; split it")
+    return sum(n + 1 for n in lengths)

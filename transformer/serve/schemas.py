@@ -81,6 +81,10 @@ class TranslateRequest(DecodingOptions):
     texts: list[str] | None = Field(None, description="several texts, translated in one request")
     split: bool = Field(True, description="split each line into sentences and join the translations back")
     target_prefix: str | None = Field(None, description=f"with text, one sentence (not split): {CONTROLS['prefix']}")
+    alignments: bool = Field(False, description="each sentence's word alignment too (Pharaoh i-j, 0-based)")
+    markup: Literal["none", "xml"] = Field(
+        "none", description="xml: inline tags and {placeholders} carried across; each line is one sentence"
+    )
     constraints: list[Annotated[str, Field(min_length=1, max_length=MAX_PHRASE_CHARS)]] | None = Field(
         None, max_length=MAX_CONSTRAINTS, description=f"with text, one sentence (not split): {CONTROLS['constraints']}"
     )
@@ -91,6 +95,8 @@ class TranslateRequest(DecodingOptions):
             raise ValueError("give either text or texts")
         if (self.target_prefix is not None or self.constraints is not None) and self.text is None:
             raise ValueError("target_prefix and constraints go with text (one sentence), not texts")
+        if self.markup != "none" and (self.target_prefix is not None or self.constraints is not None):
+            raise ValueError("markup goes without target_prefix and constraints")
         return self
 
     def all_texts(self) -> list[str]:
@@ -104,3 +110,26 @@ class AttentionRequest(DecodingOptions):
     layer: int | None = Field(None, ge=-64, lt=64, description="decoder layer (0-based, -1 = last); null = mean")
 
     _whole_layer = field_validator("layer", mode="before")(whole)
+
+
+class Pair(BaseModel):
+    """A source sentence and a given translation of it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    source: str = Field(description="one source sentence")
+    target: str = Field(description="a translation of it, to score")
+
+
+class ScoreRequest(_Settings):
+    """Given translations to score as the model's beam scores its own (one teacher-forced pass)."""
+
+    pairs: list[Pair] = Field(min_length=1, description="the pairs to score, at most serve.max_texts")
+    tokens: bool = Field(False, description="each token's log-probability too, EOS last")
+    alignments: bool = Field(False, description="each pair's word alignment too (Pharaoh i-j, 0-based)")
+    length_penalty: float | None = DecodingOptions.model_fields["length_penalty"]
+    tag: str | None = DecodingOptions.model_fields["tag"]
+
+    def given(self) -> dict:
+        """The decoding settings the request gave."""
+        return self.model_dump(include={"length_penalty", "tag"}, exclude_none=True)

@@ -2,40 +2,24 @@
 
 import asyncio
 import dataclasses
-import re
 import secrets
 import time
 
-from transformer.core.config import DecodingConfig, ServeSettings
+from transformer.core.config import AlignmentConfig, DecodingConfig, ServeSettings
 from transformer.core.strategies import STRATEGIES
 from transformer.core.strategies import problems as strategy_problems
-from transformer.decoding.heatmaps import attention_matrix, attention_tokens
+from transformer.decoding.alignment import pharaoh
+from transformer.decoding.markup import restore
 from transformer.decoding.sentences import join_text, split_text
 from transformer.decoding.steered_text import SteeringError
 from transformer.runs.loading import Loaded
 from transformer.runs.run_folder import RunFolder
-from transformer.serve.batcher import Batcher, BatchInfo, Job, QueueFull, ShuttingDown
-from transformer.serve.decode import Result, Steered, check_steering, decode_batch, decoding_settings
-from transformer.serve.schemas import AttentionRequest, DecodingOptions, TranslateRequest
-
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-RETRY_AFTER = {"Retry-After": "1"}  # seconds, on a 503 (busy or timed out)
-
-
-class RequestError(Exception):
-    """A request the service refuses or cannot answer: an HTTP status, a message and headers for the answer."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers
-
-
-def lone_surrogate(text: str) -> int | None:
-    """The index of the first lone surrogate in `text` (not Unicode text, no UTF-8 for it), or None."""
-    match = LONE_SURROGATE.search(text)
-    return match.start() if match else None
+from transformer.serve.answers import Decoded, answer_head
+from transformer.serve.batcher import Batcher, Job, QueueFull, ShuttingDown
+from transformer.serve.decode import Result, Steered, check_steering, decode_batch, decoding_settings, source_tokens
+from transformer.serve.errors import RETRY_AFTER, RequestError, lone_surrogate
+from transformer.serve.inspection import Inspector
+from transformer.serve.schemas import AttentionRequest, DecodingOptions, ScoreRequest, TranslateRequest
 
 
 def sentence_lines(text: str, split: bool) -> list[list[str]]:
@@ -58,43 +42,18 @@ def steered_sentence(request: TranslateRequest, max_chars: int) -> Steered | Non
     return Steered(" ".join(request.text.split()), prefix, constraints)
 
 
-@dataclasses.dataclass
-class Decoded:
-    """A request's results with the batch it joined and its timings."""
-
-    results: list[Result]
-    batch: BatchInfo
-    queue_ms: float
-    cfg: DecodingConfig
-    seed: int
-
-
-def answer_head(model: str, decoded: Decoded, start: float) -> dict:
-    """What every answer starts with: the model, the settings used, the batch joined, the timings."""
-    cfg, entry = decoded.cfg, STRATEGIES[decoded.cfg.strategy]
-    settings = {"strategy": cfg.strategy, "n_best": cfg.n_best}
-    settings |= {name: getattr(cfg, name) for name in entry.reads() if name in DecodingOptions.model_fields}
-    if "seed" in settings:
-        settings["seed"] = decoded.seed
-    if cfg.tag:
-        settings["tag"] = cfg.tag
-    settings |= {name: getattr(cfg, name) for name in ("suppress", "ban_unk", "alternatives") if getattr(cfg, name)}
-    return {
-        "model": model,
-        "settings": settings,
-        "batch": dataclasses.asdict(decoded.batch) | {"decode_ms": round(decoded.batch.decode_ms, 1)},
-        "timings": {
-            "queue_ms": round(decoded.queue_ms, 1),
-            "total_ms": round(1000 * (time.monotonic() - start), 1),
-        },
-    }
-
-
 class Service:
     """A loaded model behind a `Batcher`, with the server's decoding defaults and limits."""
 
-    def __init__(self, loaded: Loaded, defaults: DecodingConfig, settings: ServeSettings):
-        """`loaded`: the model, or an ensemble served as one; it translates with `defaults` unless asked otherwise."""
+    def __init__(
+        self,
+        loaded: Loaded,
+        defaults: DecodingConfig,
+        settings: ServeSettings,
+        alignment: AlignmentConfig | None = None,
+    ):
+        """`loaded`: the model, or an ensemble served as one; it translates with `defaults` unless asked otherwise,
+        and aligns words with the attention `alignment` names."""
         self.model, self.tokenizer, self.defaults, self.settings = loaded.model, loaded.tokenizer, defaults, settings
         self.translator = loaded.translator(defaults)  # weights packed once for the server's life; the tag checked
         run = RunFolder.holding(loaded.path)
@@ -108,6 +67,7 @@ class Service:
             settings.workers,
             settings.max_waiting,
         )
+        self.inspector = Inspector(self, loaded.aligner(alignment or AlignmentConfig()))
 
     def info(self) -> dict:
         """The model, its vocabularies, the decoding defaults and the limits."""
@@ -126,7 +86,8 @@ class Service:
             "serve": dataclasses.asdict(self.settings),
         }
 
-    def _config(self, options: DecodingOptions) -> DecodingConfig:
+    def config_for(self, options: DecodingOptions | ScoreRequest) -> DecodingConfig:
+        """The server's decoding defaults overridden by a request's settings; refuses settings that cannot work."""
         cfg = decoding_settings(self.defaults, **options.given())
         if found := strategy_problems(cfg, bounds=False):
             raise RequestError(422, "; ".join(found))
@@ -134,7 +95,8 @@ class Service:
             raise RequestError(422, f"tag={cfg.tag!r} is not one of this model's tags: {list(self.tokenizer.tags)}")
         return cfg
 
-    def _check(self, texts: list[str]) -> None:
+    def check_texts(self, texts: list[str]) -> None:
+        """Refuse no texts, too many, an empty or too long one, or one that is not Unicode text."""
         limits = self.settings
         if not texts:
             raise RequestError(422, "texts is empty: give at least one text")
@@ -148,19 +110,10 @@ class Service:
             if (at := lone_surrogate(text)) is not None:
                 raise RequestError(422, f"text {i + 1} has a lone surrogate at character {at + 1}: not Unicode text")
 
-    def _tokens(self, sentences: list[str], tag: str) -> int:
-        """Source tokens (tag and EOS included) of `sentences`; refuses one longer than the model allows."""
-        limit = self.model.max_positions - 1
-        lengths = [len(ids) for ids in self.tokenizer.encode_src(sentences, tag)]
-        for i, n in enumerate(lengths):
-            if n > limit:
-                raise RequestError(422, f"sentence {i + 1} has {n} tokens, more than the model's {limit}; split it")
-        return sum(n + 1 for n in lengths)
-
     async def decode(self, sentences: list[Steered], options: DecodingOptions) -> Decoded:
         """Queue `sentences` (each with what steers it) for a batch and wait for their results, at most
         `timeout_s`."""
-        cfg = self._config(options)
+        cfg = self.config_for(options)
         seed = options.seed if options.seed is not None else secrets.randbits(63)
         try:
             check_steering(self.translator, sentences, cfg)
@@ -168,7 +121,8 @@ class Service:
             raise RequestError(422, str(err)) from None
         # Sampling draws from the request's own generator, so a sampled request is a batch of its own.
         key = ("draws", object()) if STRATEGIES[cfg.strategy].draws(cfg) else dataclasses.astuple(cfg)
-        job = Job(sentences, self._tokens([s.source for s in sentences], cfg.tag), key, (cfg, seed))
+        tokens = source_tokens(self.translator, [s.source for s in sentences], cfg.tag)
+        job = Job(sentences, tokens, key, (cfg, seed))
         try:
             future = asyncio.wrap_future(self.batcher.submit(job))
             results, batch = await asyncio.wait_for(future, self.settings.timeout_s)
@@ -182,58 +136,58 @@ class Service:
         queue_ms = 1000 * (time.monotonic() - job.arrived) - batch.decode_ms
         return Decoded(results, batch, queue_ms, cfg, seed)
 
-    def _sentence(self, source: str, result: Result, prefix: str = "") -> dict:
+    def _sentence(self, source: str, result: Result, prefix: str = "", links=None, marked=None) -> dict:
+        """A sentence's answer; with its word `links`, its alignment, and `marked`'s markup put back."""
         hyps = result[1]
         texts = self.translator.detokenize(hyps, prefix)
         n_best = [{"text": t, "score": round(h.score, 4)} for t, h in zip(texts, hyps)]
-        return {
+        translation = texts[0] if texts else ""
+        answer = {
             "source": source,
-            "translation": texts[0] if texts else "",
+            "translation": translation if marked is None else restore(marked, translation, links),
             "score": n_best[0]["score"] if hyps else None,
             "n_best": n_best,
         }
+        return answer | ({"alignment": pharaoh(links)} if links is not None else {})
 
     async def translate(self, request: TranslateRequest) -> dict:
         """Every text split into sentences, all decoded in one job, joined back line by line; a text with a prefix
         or constraints is one sentence."""
         start = time.monotonic()
         texts = request.all_texts()
-        self._check(texts)
+        self.check_texts(texts)
         steered = steered_sentence(request, self.settings.max_chars)
-        layouts = [[[steered.source]]] if steered else [sentence_lines(t, request.split) for t in texts]
+        marked = self.inspector.marked(texts) if request.markup == "xml" else None
+        if marked:
+            layouts = [[[m.text.strip()] for m in lines] for lines in marked]
+        else:
+            layouts = [[[steered.source]]] if steered else [sentence_lines(t, request.split) for t in texts]
         sentences = [s for layout in layouts for line in layout for s in line if s]
+        if not sentences:
+            raise RequestError(422, "nothing to translate outside the markup")
         if len(sentences) > self.settings.max_sentences:
             limit = self.settings.max_sentences
             raise RequestError(413, f"{len(sentences)} sentences; at most {limit} per request")
         decoded = await self.decode([steered] if steered else [Steered(s) for s in sentences], request)
+        found = await self.inspector.links(decoded.results) if request.alignments or marked else None
+        links, markups = iter(found or []), iter(m for lines in marked or [] for m in lines if m.text.strip())
         answers, results, prefix = [], iter(decoded.results), steered.prefix if steered else ""
         for layout in layouts:
-            lines = [[self._sentence(s, next(results), prefix) for s in line if s] for line in layout]
+            lines = [
+                [self._sentence(s, next(results), prefix, next(links, None), next(markups, None)) for s in line if s]
+                for line in layout
+            ]
             text = join_text([[s["translation"] for s in line] for line in lines])
+            if marked:  # a line of markup alone keeps it
+                kept = zip(lines, marked[len(answers)])
+                text = "\n".join(line[0]["translation"] if line else restore(m, "", []) for line, m in kept)
             answers.append({"text": text, "sentences": [s for line in lines for s in line]})
         return answer_head(self.name, decoded, start) | {"translations": answers}
 
+    async def score(self, request: ScoreRequest) -> dict:
+        """Given pairs scored (`serve.inspection`)."""
+        return await self.inspector.score(request)
+
     async def attention(self, request: AttentionRequest) -> dict:
-        """The sentence's best translation and its cross-attention (target tokens × source tokens)."""
-        start = time.monotonic()
-        self._check([request.text])
-        layers = self.model.cross_attention_layers
-        if request.layer is not None and not -layers <= request.layer < layers:
-            raise RequestError(422, f"layer={request.layer}: the model has {layers} decoder layers")
-        decoded = await self.decode([Steered(request.text.strip())], request)
-        src_ids, hyps = decoded.results[0]
-        tgt_ids = hyps[0].tokens if hyps else []
-
-        def matrix() -> list[list[float]]:
-            with self.batcher.model_lock.exclusive():  # the teacher-forced pass runs while no search does
-                weights = attention_matrix(self.model, src_ids, tgt_ids, request.layer)
-            return [[round(w, 4) for w in row] for row in weights.cpu().tolist()]
-
-        weights = await asyncio.to_thread(matrix)
-        source_tokens, target_tokens = attention_tokens(self.tokenizer, src_ids, tgt_ids)
-        return answer_head(self.name, decoded, start) | {
-            "translation": self.tokenizer.decode_tgt([tgt_ids])[0],
-            "source_tokens": source_tokens,
-            "target_tokens": target_tokens,
-            "weights": weights,
-        }
+        """The sentence's best translation and its cross-attention (`serve.inspection`)."""
+        return await self.inspector.attention(request)
