@@ -106,3 +106,17 @@ def test_typing_the_english_shows_three_ways_on_and_a_click_takes_one(tmp_path):
         assert shown == expected and len(shown) == 3 and all(text.startswith("a c") for text in shown)
         page.click("#alternatives li:nth-child(2)")
         assert page.input_value("#prefix") == expected[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"no browser installed ({CHROMIUM})")
+def test_pasted_markup_comes_back_around_the_translation_as_text(tmp_path):
+    with served_page(tmp_path) as (page, _):
+        page.fill("#source", 'un <b>chien</b> <a href="#">rouge</a> court {n}')
+        page.check("#markup")
+        page.click("#translate")
+        page.wait_for_function(f"{DRAWN} === '1'", timeout=60_000)
+        shown = page.text_content("#output")
+        assert all(shown.count(tag) == 1 for tag in ("<b>", "</b>", '<a href="#">', "</a>", "{n}")), shown
+        assert page.locator("#output b, #output a").count() == 0  # shown as text, not rendered
+        assert "-" in page.get_attribute("#sentences li", "title")  # the word alignment

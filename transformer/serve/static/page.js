@@ -18,7 +18,8 @@ async function translate() {
   $("status").textContent = "translating…";
   $("sentences").replaceChildren();
   try {
-    const data = await post("/translate", {text: $("source").value, ...options()});
+    const markup = $("markup").checked ? "xml" : "none";
+    const data = await post("/translate", {text: $("source").value, markup, alignments: true, ...options()});
     const result = data.translations[0];
     $("output").textContent = result.text;
     result.sentences.forEach((sentence, i) => $("sentences").append(sentenceItem(sentence, i)));
@@ -33,6 +34,7 @@ function sentenceItem(sentence, i) {
   const item = document.createElement("li");
   item.dataset.source = sentence.source;
   item.textContent = `${sentence.source} → ${sentence.translation}`;
+  item.title = `word alignment (source-target, from 0): ${sentence.alignment}`;
   for (const alternative of sentence.n_best.slice(1)) {
     const extra = document.createElement("div");
     extra.className = "nbest";
