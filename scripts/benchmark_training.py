@@ -9,6 +9,7 @@ fraction of this machine's measured matmul peak.
     python scripts/benchmark_training.py --size small
     python scripts/benchmark_training.py --size small --json   # JSON last line
     python scripts/benchmark_training.py --size base --device cuda --sentences 1024 --length 64
+    python scripts/benchmark_training.py --size small --guided   # + guided alignment's step, and its cost
 
 Hugging Face is measured when `transformers` is installed (`pip install -e .[bench]`).
 """
@@ -18,16 +19,19 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
+import numpy
 import torch
 
 from transformer.bench.marian_reference import SIZES, marian, marian_loss, model_config
 from transformer.bench.timing import operator_table
 from transformer.compute.auto import resolve
 from transformer.compute.runtime import autocast
-from transformer.data.batching import collate
+from transformer.core.config import GuidedAlignmentConfig
+from transformer.data.batching import collate, link_tensors
 from transformer.models.transformer import Transformer
-from transformer.training.loss import loss_sum
+from transformer.training.loss import guided_loss_sums, loss_sum
 
 
 def random_batch(sentences: int, length: int, vocab: int):
@@ -38,12 +42,30 @@ def random_batch(sentences: int, length: int, vocab: int):
     return collate(src, tgt)
 
 
-def ours_step(size: str, vocab: int, batch, precision: str, device: torch.device, compile: str) -> Callable[[], None]:
-    """One training step of ours; `compile`: "" (eager), "model" (trainer.compile=true) or "loss" (model and loss)."""
+def with_links(batch, seed: int = 0):
+    """`batch` with guided alignment's links: each target piece linked to one random source piece."""
+    g = torch.Generator().manual_seed(seed)
+    n_src, n_tgt = (batch.src != 0).sum(1) - 1, (batch.tgt_out != 0).sum(1) - 1  # without EOS
+    pairs = [[t, int(torch.randint(int(s), (1,), generator=g))] for s, n in zip(n_src, n_tgt) for t in range(int(n))]
+    flat = numpy.array(pairs).reshape(-1)
+    return replace(batch, **dict(zip(("links", "link_weights"), link_tensors(flat, 2 * n_tgt.numpy()))))
+
+
+def ours_step(
+    size: str, vocab: int, batch, precision: str, device: torch.device, compile: str, guided: bool = False
+) -> Callable[[], None]:
+    """One training step of ours; `compile`: "" (eager), "model" (trainer.compile=true) or "loss" (model and loss);
+    `guided`: with guided alignment's loss (λ = 0.05, layer -2, head 0) over the batch's links."""
     model = Transformer(vocab, vocab, model_config(size), joint_vocab=True).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=True)
     forward = torch.compile(model) if compile == "model" else model
     objective = torch.compile(loss_sum) if compile == "loss" else loss_sum
+    if guided:
+        head = GuidedAlignmentConfig(weight=0.05)
+
+        def objective(model, batch, smoothing):
+            translation, alignment = guided_loss_sums(model, batch, smoothing, head)
+            return translation + head.weight * alignment
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -132,6 +154,7 @@ def main() -> None:
         "the model with its loss in one graph; each one given is timed side by side",
     )
     parser.add_argument("--profile", action="store_true", help="then profile a step of our fastest: where it goes")
+    parser.add_argument("--guided", action="store_true", help="also ours with guided alignment (random links)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -145,6 +168,9 @@ def main() -> None:
         runs["ours fp32"] = ours_step(args.size, args.vocab, batch, "fp32", device, compiles[0])
     for compile, name in names.items():
         runs[name] = ours_step(args.size, args.vocab, batch, args.precision, device, compile)
+    if args.guided:
+        linked = with_links(batch.to(torch.device("cpu"))).to(device)
+        runs["ours guided"] = ours_step(args.size, args.vocab, linked, args.precision, device, compiles[0], True)
     peer = marian_step(args.size, args.vocab, batch, device)
     if peer is not None:
         runs["HF MarianMT fp32"] = peer
@@ -189,6 +215,9 @@ def main() -> None:
         result["train_ratio"] = round(rate[main_name] / rate["HF MarianMT fp32"], 3)
         result["fp32_ratio"] = round(result["ours_fp32_tok_s"] / rate["HF MarianMT fp32"], 3)
         print(f"ours {args.precision} / HF fp32: {result['train_ratio']:.2f}x; both fp32: {result['fp32_ratio']:.2f}x")
+    if args.guided:
+        result["guided_cost"] = round(rate[main_name] / rate["ours guided"] - 1, 4)
+        print(f"guided alignment costs {result['guided_cost']:.1%} of a step's time")
     if len(compiles) > 1:
         result["by_compile"] = {c: round(rate[name], 1) for c, name in names.items()}
     if args.profile:
