@@ -18,3 +18,13 @@ def test_heatmap_png_is_written(tmp_path):
     fig = heatmap(torch.rand(3, 4), ["▁il", "▁est", "▁là", "</s>"], ["▁he", "▁is", "</s>"], "test")
     save_figure(fig, tmp_path / "a.png")
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_alignment_links_are_framed_on_their_cells():
+    from matplotlib.patches import Rectangle
+
+    links = [(0, 1), (1, 0), (2, 3)]  # (target piece, source piece)
+    fig = heatmap(torch.rand(3, 4), ["▁il", "▁est", "▁là", "</s>"], ["▁he", "▁is", "</s>"], "test", links)
+    frames = [p for p in fig.axes[0].patches if isinstance(p, Rectangle)]
+    assert sorted((round(p.get_y() + 0.5), round(p.get_x() + 0.5)) for p in frames) == sorted(links)
+    assert all(p.get_edgecolor()[:3] == (1.0, 0.0, 0.0) for p in frames)

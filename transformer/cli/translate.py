@@ -171,9 +171,15 @@ def translate_paragraphs(translator: TextTranslator, lines: list[str], generator
 
 
 def plot_attention(
-    translator: TextTranslator, results: Searched, directory: Path, layer: int | None, start: int
+    translator: TextTranslator,
+    results: Searched,
+    directory: Path,
+    layer: int | None,
+    start: int,
+    aligner: Aligner | None = None,
 ) -> None:
-    """One cross-attention heatmap PNG per translated line: DIR/0001.png, DIR/0002.png, ... (`start`: lines before)."""
+    """One cross-attention heatmap PNG per translated line: DIR/0001.png, DIR/0002.png, ... (`start`: lines before),
+    `aligner`'s links framed on it."""
     from transformer.decoding.heatmaps import (  # matplotlib: seconds of start-up, only here
         attention_figure,
         save_figure,
@@ -181,7 +187,8 @@ def plot_attention(
 
     for number, (src_ids, hyps) in enumerate(results, start=start + 1):
         if hyps:
-            fig = attention_figure(translator.model, translator.tokenizer, src_ids, hyps[0].tokens, layer)
+            tokens = hyps[0].tokens
+            fig = attention_figure(translator.model, translator.tokenizer, src_ids, tokens, layer, aligner)
             save_figure(fig, directory / f"{number:04d}.png")
 
 
@@ -223,9 +230,9 @@ def translate_chunk(
         fields.sources, generator=generator, bar=bar, prefixes=fields.prefixes, constraints=fields.constraints
     )
     if cfg.plot_attention:
-        plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer, chunk.start)
+        plot_attention(translator, results, Path(cfg.plot_attention), cfg.plot_layer, chunk.start, aligner)
     per_line = max(cfg.decoding.n_best, cfg.decoding.alternatives)
-    links = align_results(aligner, results, cfg.decoding.batch_size) if aligner else None
+    links = align_results(aligner, results, cfg.decoding.batch_size) if cfg.alignments else None
     return format_results(translator, results, per_line, chunk.start, fields.prefixes, links)
 
 
@@ -292,7 +299,8 @@ def translate_input(cfg: DictConfig, loaded: Loaded, translator: TextTranslator,
     sink = ChunkedFile(Path(cfg.output), job_record(cfg, loaded)) if cfg.output else StreamSink(sys.stdout)
     progress = show_progress(cfg.progress)
     total = total_lines(cfg) if progress else None
-    aligner = loaded.aligner(cfg.alignment) if cfg.alignments or cfg.markup == "xml" else None
+    aligned = cfg.alignments or cfg.markup == "xml" or cfg.plot_attention
+    aligner = loaded.aligner(cfg.alignment) if aligned else None
     translate = functools.partial(translate_chunk, cfg, translator, aligner)
     counts = translate_in_chunks(input_lines(cfg, bad), translate, sink, cfg.chunk_lines, progress, total)
     if isinstance(sink, ChunkedFile):

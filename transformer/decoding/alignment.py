@@ -40,16 +40,21 @@ def word_index(pieces: list[str]) -> list[int]:
     return words
 
 
-def links(weights: Tensor, src_words: list[int], tgt_words: list[int]) -> list[tuple[int, int]]:
-    """Word links (source word, target word), sorted, from piece weights (T, S) whose first rows and columns are the
-    target and source pieces (EOS and padding after them are ignored)."""
-    if not src_words or not tgt_words:
+def piece_links(weights: Tensor, src_words: list[int], tgt_words: list[int]) -> list[tuple[int, int]]:
+    """(target piece, source piece): each target piece of a word and the source piece of a word it attends to most,
+    from piece weights (T, S) whose first rows and columns are the target and source pieces (EOS and padding after
+    them are ignored)."""
+    if not any(w >= 0 for w in src_words) or not tgt_words:
         return []
     src_of = torch.tensor(src_words)
     candidates = weights[: len(tgt_words), : len(src_words)].float().masked_fill(src_of < 0, -1.0)
     best = candidates.argmax(dim=1).tolist()  # (T,) each target piece's most attended source piece
-    found = {(src_words[s], t_word) for s, t_word in zip(best, tgt_words) if t_word >= 0 and src_words[s] >= 0}
-    return sorted(found)
+    return [(t, s) for t, s in enumerate(best) if tgt_words[t] >= 0]
+
+
+def links(weights: Tensor, src_words: list[int], tgt_words: list[int]) -> list[tuple[int, int]]:
+    """Word links (source word, target word), sorted: those of `piece_links`, pieces merged into their words."""
+    return sorted({(src_words[s], tgt_words[t]) for t, s in piece_links(weights, src_words, tgt_words)})
 
 
 def pharaoh(pairs: list[tuple[int, int]]) -> str:
@@ -116,13 +121,16 @@ class Aligner:
         self.model, self.head = model, head
         self.src_pieces, self.tgt_pieces = src_pieces, tgt_pieces
 
-    def links(self, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int = 64) -> list[list[tuple]]:
-        """Each pair's word links (source word, target word), sorted."""
+    def links(
+        self, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int = 64, pieces: bool = False
+    ) -> list[list[tuple[int, int]]]:
+        """Each pair's word links (source word, target word), sorted; with `pieces`, the piece links they come from
+        (target piece, source piece: `piece_links`)."""
         out = []
         for start in range(0, len(src_ids), batch_size):
             srcs, tgts = src_ids[start : start + batch_size], tgt_ids[start : start + batch_size]
             weights = attention_weights(self.model, srcs, tgts, self.head)
             for w, s, t in zip(weights, srcs, tgts):
-                src_words = word_index([self.src_pieces[i] for i in s])
-                out.append(links(w, src_words, word_index([self.tgt_pieces[i] for i in t])))
+                words = word_index([self.src_pieces[i] for i in s]), word_index([self.tgt_pieces[i] for i in t])
+                out.append(piece_links(w, *words) if pieces else links(w, *words))
         return out
