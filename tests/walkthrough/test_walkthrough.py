@@ -103,6 +103,8 @@ def test_cross_attention_section_from_a_model(page_data, tmp_path):
         assert item.keys() == items[0].keys()
         assert item["cache_equal"] is True
         assert item["peaks"][-1][0] == "</s>" and all(0 < w <= 1 for _, _, w in item["peaks"])
+        assert {t for _, t in item["alignment"]} == set(item["translation"].split())  # every output word linked
+        assert all(s in item["source"].split() for s, _ in item["alignment"])
     for number, item in enumerate(items, start=1):
         src_pieces = [tokenizer.src.id_to_piece(i) for i in tokenizer.encode_src([item["source"]])[0]] + ["</s>"]
         assert all(piece in src_pieces for _, piece, _ in item["peaks"])

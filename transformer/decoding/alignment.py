@@ -9,6 +9,7 @@ t), as guided alignment trains it (Garg et al., 2019). The EOS row and column ta
 from dataclasses import dataclass
 
 import torch
+from omegaconf import OmegaConf
 from torch import Tensor
 
 from transformer.data.batching import collate
@@ -110,6 +111,12 @@ def default_head(layer: int | None, head: int | None, guided: dict | None, layer
     if head is None and trained and layer % layers == guided["layer"] % layers:
         head = guided["head"]
     return AttentionHead(layer, head)
+
+
+def model_head(config, layer: int | None, head: int | None, layers: int) -> AttentionHead:
+    """`default_head` for a checkpoint of training `config` (its trainer.guided_alignment, if any)."""
+    guided = OmegaConf.select(config, "trainer.guided_alignment")
+    return default_head(layer, head, OmegaConf.to_container(guided) if guided is not None else None, layers)
 
 
 class Aligner:

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import nn
 
 from transformer.compute.runtime import pick_device
 from transformer.core.config import AlignmentConfig, DecodingConfig, Engine, choices
 from transformer.core.errors import UserError
 from transformer.data.tokenizer import Tokenizer
-from transformer.decoding.alignment import Aligner, attention_weights, default_head
+from transformer.decoding.alignment import Aligner, attention_weights, model_head
 from transformer.decoding.ensemble import Ensemble
 from transformer.decoding.translator import TextTranslator, Translator
 from transformer.runs.checkpoint import Checkpoint, load_checkpoint
@@ -99,10 +99,8 @@ class Loaded:
         an ensemble aligns with its first model's attention."""
         if self.model is None:
             raise UserError("word alignments read our model's attention: use engine=pytorch with a checkpoint")
-        guided = OmegaConf.select(self.config, "trainer.guided_alignment")
-        guided = OmegaConf.to_container(guided) if guided is not None else None
         model = self.model.members[0] if isinstance(self.model, Ensemble) else self.model
-        head = default_head(alignment.layer, alignment.head, guided, model.cross_attention_layers)
+        head = model_head(self.config, alignment.layer, alignment.head, model.cross_attention_layers)
         try:
             attention_weights(model, [[]], [[]], head)  # a layer or head the model lacks is refused here
         except ValueError as err:

@@ -206,10 +206,12 @@ def section_cross(c: dict | None) -> str:
     parts = []
     for item in c["sentences"]:
         peaks = ", ".join(f"{t} → {s} ({num(w, 2)})" for t, s, w in item["peaks"])
+        links = ", ".join(f"{s}–{t}" for s, t in item.get("alignment", []))
+        aligned = f"word alignment ({item['alignment_head']}; framed in red): {links}\n\n" if links else ""
         parts.append(
             f"**{item['source']}** → *{item['translation']}* (reference: {item['reference']}; the same with "
             f"and without the cache: {item['cache_equal']})\n\nstrongest source piece per output piece: {peaks}\n\n"
-            f"![cross-attention: {item['source']}]({item['figure']})\n"
+            f"{aligned}![cross-attention: {item['source']}]({item['figure']})\n"
         )
     peaks = [w for item in c["sentences"] for _, _, w in item["peaks"]]
     evens = [item["even_weight"] for item in c["sentences"]]

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from transformer.core.special_ids import BOS_ID, EOS_ID
 from transformer.decoding import greedy_decode
+from transformer.decoding.alignment import Aligner, AttentionHead, default_head, model_head
 from transformer.decoding.heatmaps import attention_figure, attention_tokens, save_figure
 from transformer.models.attention import (
     MultiHeadAttention,
@@ -182,8 +183,13 @@ def multi_head(d_model: int = 256, n_heads: int = 4, batch: int = 2, length: int
 
 
 @torch.inference_mode()
-def translations(model: Transformer, tokenizer, sentences=SENTENCES, figures: Path | None = None) -> list[dict]:
-    """Greedy translations (with and without the cache), each output piece's most attended source piece, heatmaps."""
+def translations(
+    model: Transformer, tokenizer, sentences=SENTENCES, figures: Path | None = None, head: AttentionHead | None = None
+) -> list[dict]:
+    """Greedy translations (with and without the cache), each output piece's most attended source piece, the word
+    alignment `head` gives (`decoding.alignment`; default: the second-to-last layer's mean), heatmaps with it."""
+    head = head or default_head(None, None, None, model.cross_attention_layers)
+    aligner = Aligner(model, tokenizer.piece_table("src"), tokenizer.piece_table("tgt"), head)
     out = []
     for number, (source, reference) in enumerate(sentences, start=1):
         src_ids = tokenizer.encode_src([source])[0]
@@ -196,6 +202,8 @@ def translations(model: Transformer, tokenizer, sentences=SENTENCES, figures: Pa
         weights = model.cross_attention(src, tgt_in)[:, 0].mean(dim=(0, 1))  # (T, S): mean over layers and heads
         src_pieces, tgt_pieces = attention_tokens(tokenizer, src_ids, tgt_ids)
         peak, where = weights.max(dim=-1)
+        words = source.split(), tokenizer.decode_tgt([tgt_ids])[0].split()
+        links = aligner.links([src_ids], [tgt_ids])[0]
         item = {
             "source": source,
             "reference": reference,
@@ -203,10 +211,13 @@ def translations(model: Transformer, tokenizer, sentences=SENTENCES, figures: Pa
             "cache_equal": bool(torch.equal(ids[True], ids[False])),
             "peaks": [[t, src_pieces[j], round(w, 3)] for t, j, w in zip(tgt_pieces, where.tolist(), peak.tolist())],
             "even_weight": round(1 / len(src_pieces), 3),  # each source piece's weight if attention were uniform
+            "alignment": [[words[0][i], words[1][j]] for i, j in links],
+            "alignment_head": head.describe(),
             "figure": f"{FIGURES}/cross_{number}.png",
         }
         if figures is not None:
-            save_figure(attention_figure(model, tokenizer, src_ids, tgt_ids), figures / f"cross_{number}.png")
+            figure = attention_figure(model, tokenizer, src_ids, tgt_ids, aligner=aligner)
+            save_figure(figure, figures / f"cross_{number}.png")
         out.append(item)
     return out
 
@@ -223,6 +234,7 @@ def cross_section(checkpoint: str, figures: Path | None) -> dict:
     run = RunFolder.holding(ckpt.path)
     overrides = run.overrides if run else None  # the run's command line, if it is a run
     cfg = ckpt.config
+    head = model_head(cfg, None, None, ckpt.model.cross_attention_layers)
     return {
         "checkpoint": shown_path(ckpt.path),
         "overrides": list(OmegaConf.load(overrides)) if overrides and overrides.exists() else [],
@@ -231,7 +243,7 @@ def cross_section(checkpoint: str, figures: Path | None) -> dict:
         "step": int(ckpt.meta.get("step", 0)),
         "val_bleu": ckpt.meta.get("val_bleu"),
         "parameters": sum(p.numel() for p in ckpt.model.parameters()),
-        "sentences": translations(ckpt.model.eval(), ckpt.tokenizer, figures=figures),
+        "sentences": translations(ckpt.model.eval(), ckpt.tokenizer, figures=figures, head=head),
     }
 
 
