@@ -254,6 +254,15 @@ def test_forced_scores_equal_ctranslate2s_score_batch(toy, ct2_exports):
     theirs = ctranslate2.Translator(str(ct2_exports["pre_none"])).score_batch(pieces, target_pieces)
     for mine, other in zip(ours, theirs):
         assert mine.token_scores == pytest.approx(other.log_probs, abs=1e-4)
+    # the same through each engine's text front (transformer-score engine=pytorch | ctranslate2)
+    cfg = DecodingConfig(strategy="beam", precision="fp32", length_penalty=0.6)
+    texts = [*read(toy["dir"] / "test.en"), "dog"]
+    by_engine = [
+        Translator(ckpt.model, ckpt.tokenizer, cfg).score(sentences, texts),
+        CTranslate2Translator(str(ct2_exports["pre_none"]), cfg).score(sentences, texts),
+    ]
+    for mine, other in zip(*by_engine, strict=True):
+        assert (mine.score, mine.logprob) == pytest.approx((other.score, other.logprob), abs=1e-4)
 
 
 @pytest.fixture(scope="module")
