@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from transformer.cli import hydra_app, user_errors
-from transformer.cli.translate import BadLines, decode_lines, model_files
+from transformer.cli.translate import BadLines, decode_lines, model_job
 from transformer.core.config import ScoreConfig
 from transformer.core.errors import UserError
 from transformer.data.sources import build_source, given, source_config
@@ -92,14 +92,7 @@ def score_chunk(cfg: DictConfig, translator: TextTranslator, aligner: Aligner | 
 
 def job_record(cfg: DictConfig, loaded: Loaded) -> dict:
     """What a chunk's scores depend on besides its lines."""
-    return {
-        "models": model_files(loaded),
-        "engine": cfg.engine,
-        "decoding": OmegaConf.to_container(cfg.decoding),
-        "tokens": cfg.tokens,
-        "alignments": OmegaConf.to_container(cfg.alignment) if cfg.alignments else False,
-        "chunk_lines": cfg.chunk_lines,
-    }
+    return model_job(cfg, loaded) | {"tokens": cfg.tokens}
 
 
 def check_settings(cfg: DictConfig) -> None:

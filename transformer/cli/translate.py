@@ -279,19 +279,22 @@ def model_files(loaded: Loaded) -> list[list]:
     return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
 
 
-def job_record(cfg: DictConfig, loaded: Loaded) -> dict:
-    """What a chunk's translation depends on besides its lines (which are checked chunk by chunk)."""
+def model_job(cfg: DictConfig, loaded: Loaded) -> dict:
+    """What a chunk's output depends on besides its lines, for any command that writes chunks of a model's output:
+    the model files, the engine, the decoding, the alignment asked for, the chunk size."""
     return {
         "models": model_files(loaded),
         "engine": cfg.engine,
         "decoding": OmegaConf.to_container(cfg.decoding),
-        "split_sentences": cfg.split_sentences,
-        "prefixed": prefixed(cfg),
-        "constraints": cfg.constraints,
-        "chunk_lines": cfg.chunk_lines,
         "alignments": OmegaConf.to_container(cfg.alignment) if cfg.alignments else False,
-        "markup": cfg.markup,
+        "chunk_lines": cfg.chunk_lines,
     }
+
+
+def job_record(cfg: DictConfig, loaded: Loaded) -> dict:
+    """What a chunk's translation depends on besides its lines (which are checked chunk by chunk)."""
+    steering = {"prefixed": prefixed(cfg), "constraints": cfg.constraints}
+    return model_job(cfg, loaded) | steering | {"split_sentences": cfg.split_sentences, "markup": cfg.markup}
 
 
 def translate_input(cfg: DictConfig, loaded: Loaded, translator: TextTranslator, bad: BadLines) -> None:
