@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from tests.training.test_training import make_trainer, scalars, toy_overrides
+from transformer.core.errors import UserError
 from transformer.data.batching import link_tensors
 from transformer.data.guided_links import piece_links, pieces_to_words, prepare_links, read_links
 from transformer.data.preparation import prepare
@@ -79,3 +80,31 @@ def test_guided_training_lowers_the_alignment_loss_and_logs_it(corpus, tmp_path)
     assert [p.stat().st_mtime_ns for p in parts] == stamps and len(read_links(folder, len(data.ds))) == len(data.ds)
     ckpt = load_checkpoint(str(tmp_path / "guided" / "checkpoints" / "last.safetensors"))
     assert ckpt.config.trainer.guided_alignment.weight == 0.5
+
+
+def test_the_links_are_prepared_chunk_by_chunk_and_a_rerun_writes_only_the_missing_ones(corpus, tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from tests.conftest import files_data
+    from transformer.cli import CONFIG_PATH
+
+    with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+        cfg = compose("train", overrides=files_data(corpus["train"], corpus["val"], tmp_path / "prepared"))
+    prepared = prepare(cfg.data)
+    train = prepared.split("train")
+    assert 240 < len(train) <= 300  # the toy corpus after cleaning
+    folder = prepare_links(prepared, "eflomal", 120)  # chunks of 120, 120 and the rest
+    parts = sorted(folder.glob("part-*.arrow"))
+    assert [p.name for p in parts] == ["part-00000.arrow", "part-00001.arrow", "part-00002.arrow"]
+    stamps = {p.name: p.stat().st_mtime_ns for p in parts}
+    parts[1].unlink()  # as if killed before its chunk was written (a write is a temporary file renamed into place)
+    (folder / ".part-00001.arrow.tmp123").write_bytes(b"half")
+    prepare_links(prepared, "eflomal", 120)
+    assert {p.name: p.stat().st_mtime_ns for p in sorted(folder.glob("part-*.arrow"))}.keys() == stamps.keys()
+    assert all(p.stat().st_mtime_ns == stamps[p.name] for p in (parts[0], parts[2]))
+    links = read_links(folder, len(train))
+    for row in (0, 150, len(train) - 1):  # each pair's links index its own pieces
+        pairs = links[row].as_py()
+        assert pairs and max(pairs[0::2]) < len(train[row]["tgt_ids"]) and max(pairs[1::2]) < len(train[row]["src_ids"])
+    with pytest.raises(UserError, match=f"cover {len(train)} pairs, not {len(train) + 1}"):
+        read_links(folder, len(train) + 1)
