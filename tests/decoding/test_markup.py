@@ -112,3 +112,9 @@ def test_translate_carries_the_markup_of_each_line_and_notes_a_bad_one(tmp_path)
     for source, translated in ((lines[0], out[0]), (lines[2], out[2])):
         well_formed(translated)
         assert Counter(TAG.findall(translated)) == Counter(TAG.findall(source))
+
+
+def test_a_greater_than_sign_is_text_and_comes_back_escaped():
+    marked = parse("3 > 2 <b>oui</b>")
+    assert marked.text == "3 > 2 oui"
+    assert restore(marked, "3 > 2 yes", [(0, 0), (1, 1), (2, 2), (3, 3)]) == "3 &gt; 2 <b>yes</b>"

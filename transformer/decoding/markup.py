@@ -18,11 +18,11 @@ import re
 from dataclasses import dataclass, field
 
 TAG = r"<(/?)([A-Za-z_][\w.:-]*)((?:\s+[^<>]*?)?)\s*(/?)>"  # groups: closing /, name, attributes, empty /
-TOKEN = re.compile(TAG + r"|\{[A-Za-z_]\w*\}|&(?:amp|lt|gt|quot|apos);|[<>&]")
+TOKEN = re.compile(TAG + r"|\{[A-Za-z_]\w*\}|&(?:amp|lt|gt|quot|apos);|[<&]")
 
 
 class MarkupError(ValueError):
-    """Markup that is not well-formed: an unbalanced, unclosed or unknown tag, a stray `<`, `>` or `&`."""
+    """Markup that is not well-formed: an unbalanced, unclosed or unknown tag, a stray `<` or `&`."""
 
 
 @dataclass
@@ -64,7 +64,7 @@ def parse(line: str) -> Marked:
     for match in TOKEN.finditer(line):
         text += line[position : match.start()]
         position, token = match.end(), match.group(0)
-        if token in "<>&":
+        if token in "<&":
             raise MarkupError(f"a stray {token!r} at character {match.start() + 1}: write it as {html.escape(token)}")
         if token.startswith("&"):
             text += html.unescape(token)
