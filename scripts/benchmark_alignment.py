@@ -21,8 +21,9 @@ from transformer.bench.alignment import aer, diagonal, fetch_gold, normalized, r
 from transformer.bench.timing import cpu_description
 from transformer.core.config import AlignmentConfig
 from transformer.data.preparation import prepare
+from transformer.data.tokenizer import word_index
 from transformer.data.word_links import eflomal_links
-from transformer.decoding.alignment import Aligner, AttentionHead, word_index
+from transformer.decoding.alignment import Aligner, AttentionHead
 from transformer.runs.loading import load
 
 

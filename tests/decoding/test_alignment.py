@@ -9,6 +9,7 @@ import torch
 
 from tests.conftest import tiny_model
 from tests.models.test_rnn import tiny_rnn
+from transformer.data.tokenizer import word_index
 from transformer.decoding.alignment import (
     Aligner,
     AttentionHead,
@@ -17,7 +18,6 @@ from transformer.decoding.alignment import (
     links,
     parse_pharaoh,
     pharaoh,
-    word_index,
 )
 
 BIN = Path(sys.executable).parent

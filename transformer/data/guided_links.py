@@ -19,6 +19,7 @@ import pyarrow as pa
 from transformer.core.errors import UserError
 from transformer.core.files import atomic_write
 from transformer.core.locks import exclusive
+from transformer.data.tokenizer import WORD_START, word_index
 from transformer.data.word_links import Links, eflomal_links
 
 if TYPE_CHECKING:
@@ -29,20 +30,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ALIGNERS = ("eflomal",)
-WORD_START = "\u2581"
 
 
 def pieces_to_words(pieces: list[str]) -> tuple[str, list[int]]:
-    """A tokenized sentence as lower-cased words separated by spaces, and the word (or -1: a tag before the first
-    word) of each piece."""
-    words: list[str] = []
-    of: list[int] = []
-    for piece in pieces:
-        if piece.startswith(WORD_START):
-            words.append(piece[1:])
-        elif words:
-            words[-1] += piece
-        of.append(len(words) - 1)
+    """A tokenized sentence as lower-cased words separated by spaces, and the word (`word_index`; -1: a tag before
+    the first word) of each piece."""
+    of = word_index(pieces)
+    words = [""] * (max(of, default=-1) + 1)
+    for piece, word in zip(pieces, of):
+        if word >= 0:
+            words[word] += piece.removeprefix(WORD_START)
     return " ".join(w.lower() or WORD_START for w in words), of
 
 

@@ -100,6 +100,19 @@ class _Tags:
         return [[j for t in x for j in self.spelled.get(t, (t,))] if x and min(x) < self.below else x for x in ids]
 
 
+WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
+
+
+def word_index(pieces: list[str]) -> list[int]:
+    """The word (0-based, as whitespace splits the text) each piece belongs to: a piece that starts with ▁ starts a
+    word; pieces before the first word (a corpus tag) belong to none (-1)."""
+    words, word = [], -1
+    for piece in pieces:
+        word += piece.startswith(WORD_START)
+        words.append(word)
+    return words
+
+
 class Tokenizer:
     """Source and target SentencePiece processors built from serialized models."""
 

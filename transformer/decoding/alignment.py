@@ -13,9 +13,8 @@ from omegaconf import OmegaConf
 from torch import Tensor
 
 from transformer.data.batching import collate
+from transformer.data.tokenizer import word_index
 from transformer.models.interface import Seq2SeqModel
-
-WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
 
 
 @dataclass(frozen=True)
@@ -29,16 +28,6 @@ class AttentionHead:
     def describe(self) -> str:
         heads = "mean over heads" if self.head is None else f"head {self.head}"
         return f"decoder layer {self.layer}, {heads}"
-
-
-def word_index(pieces: list[str]) -> list[int]:
-    """The word (0-based) each piece belongs to: a piece that starts with ▁ starts a word; pieces before the first
-    word (a corpus tag) belong to none (-1)."""
-    words, word = [], -1
-    for piece in pieces:
-        word += piece.startswith(WORD_START)
-        words.append(word)
-    return words
 
 
 def piece_links(weights: Tensor, src_words: list[int], tgt_words: list[int]) -> list[tuple[int, int]]:
