@@ -231,6 +231,11 @@ def section_cross(c: dict | None) -> str:
     recipe = "(the README's recipe, what `make train` runs" + (", with a step limit)" if limited else ")")
     recipe = recipe if "+experiment=multi30k_cpu_fren" in c["overrides"] else ""
     how = f"`transformer-train {' '.join(c['overrides'])}`" if c["overrides"] else "a run whose command is not known"
+    seen = (
+        "this model also trained on Tatoeba's everyday sentences, which hold many like it."
+        if "+experiment=tatoeba_multi30k" in c["overrides"]
+        else "a model trained on captions alone translates it as shown."
+    )
     return f"""## 8. Cross-attention of a trained model
 
 The model: `{c["checkpoint"]}`, {c["data"]}, d_model {m["d_model"]}, {m["n_heads"]} heads,
@@ -242,9 +247,8 @@ word), one column per source piece. Under each sentence, the source piece each o
 its weight.
 
 Multi30k is image captions: people, animals, clothes, colours, places, all in the present tense. The seeds' classic
-"il n'est pas aussi grand que son père" (negation, a comparison, a father) is nothing like them, and a model trained
-on captions alone translates it as shown; the three caption sentences come from the test_2016_flickr split, which
-the model never trained on. {focus}
+"il n'est pas aussi grand que son père" (negation, a comparison, a father) is nothing like them: {seen} The three
+caption sentences come from the test_2016_flickr split, which the model never trained on. {focus}
 
 """ + "\n".join(parts)
 
