@@ -33,13 +33,15 @@ def settings(n_best: int = 1, seed: int = 0):
             "prefix": False,
             "prefix_file": None,
             "constraints": False,
+            "alignments": False,
+            "markup": "none",
         }
     )
 
 
 def chunked(t, lines: list[str], chunk_lines: int, n_best: int = 1) -> str:
     out = io.StringIO()
-    translate = functools.partial(translate_chunk, settings(n_best), t)
+    translate = functools.partial(translate_chunk, settings(n_best), t, None)
     counts = translate_in_chunks(iter(lines), translate, StreamSink(out), chunk_lines)
     assert (counts.lines, counts.skipped, counts.chunks) == (len(lines), 0, -(-len(lines) // chunk_lines))
     return out.getvalue()
@@ -70,7 +72,7 @@ def into_file(t, path: Path, lines: list[str], job: dict, stop_at: int | None = 
         if chunk.index == stop_at:
             raise Interrupted
         done.append(chunk.index)
-        return translate_chunk(settings(seed=job["seed"]), t, chunk, bar)
+        return translate_chunk(settings(seed=job["seed"]), t, None, chunk, bar)
 
     sink = ChunkedFile(path, job)
     with pytest.raises(Interrupted) if stop_at is not None else contextlib.nullcontext():

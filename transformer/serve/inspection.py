@@ -4,7 +4,6 @@ teacher-forced pass, alone on the model (`Batcher.model_lock`), bounded like a t
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
 
 from transformer.decoding.alignment import Aligner, pharaoh
 from transformer.decoding.given_pairs import Unscored
@@ -15,16 +14,14 @@ from transformer.serve.decode import Result, Steered
 from transformer.serve.errors import RETRY_AFTER, RequestError, lone_surrogate
 from transformer.serve.schemas import AttentionRequest, ScoreRequest
 
-if TYPE_CHECKING:
-    from transformer.serve.service import Service
-
 Links = list[tuple[int, int]]
 
 
 class Inspector:
     """Scores, alignments and markup for one `Service`."""
 
-    def __init__(self, service: "Service", aligner: Aligner):
+    def __init__(self, service, aligner: Aligner):
+        """`service`: the `serve.service.Service` this works for (its model, settings, batcher and checks)."""
         self.service, self.aligner = service, aligner
 
     async def _alone(self, work):
