@@ -67,17 +67,17 @@ def score_chunk(cfg: DictConfig, translator: TextTranslator, aligner: Aligner | 
     from transformer.decoding.given_pairs import Unscored
 
     fields = [line.split("\t") for line in chunk.lines]
-    sources = [f[0] if len(f) == 2 else "" for f in fields]
-    results = translator.score(sources, [f[1] if len(f) == 2 else "" for f in fields])
+    pairs = translator.given(
+        [f[0] if len(f) == 2 else "" for f in fields], [f[1] if len(f) == 2 else "" for f in fields]
+    )
+    results = translator.score(pairs)
     for i, line in enumerate(chunk.lines):
         if len(fields[i]) != 2 and line.strip():
             results[i] = Unscored(f"{len(fields[i])} tab-separated fields, not 2 (SOURCE<TAB>TARGET)")
-    links: dict[int, str] = {}
+    links: dict[int, str] = {}  # with an aligner, each scored pair's alignment
     if aligner is not None:
         done = [i for i, r in enumerate(results) if not isinstance(r, Unscored)]
-        tokenizer = translator.tokenizer
-        src_ids = tokenizer.encode_src([sources[i].strip() for i in done], translator.cfg.tag)
-        tgt_ids = tokenizer.encode_tgt([fields[i][1].strip() for i in done])
+        src_ids, tgt_ids = [pairs.src_ids[i] for i in done], [pairs.tgt_ids[i] for i in done]
         links = dict(zip(done, map(pharaoh, aligner.links(src_ids, tgt_ids, cfg.decoding.batch_size))))
     out = []
     for number, (i, result) in enumerate(enumerate(results), start=chunk.start + 1):
@@ -85,7 +85,7 @@ def score_chunk(cfg: DictConfig, translator: TextTranslator, aligner: Aligner | 
             log.warning("line %d: %s; it is left unscored (an empty line)", number, result.reason)
             out.append("")
         else:
-            out.append(score_line(result, cfg.tokens, links.get(i) if aligner is not None else None))
+            out.append(score_line(result, cfg.tokens, links.get(i)))
     bar.update(len(chunk.lines))
     return lines_text(out)
 

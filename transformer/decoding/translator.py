@@ -87,12 +87,17 @@ class TextTranslator(ABC):
     ) -> Iterator[tuple[list[int], list[Scored]]]:
         """Score the pairs `todo` (indices into `pairs`) batch by batch: (indices, their scores)."""
 
+    def given(self, sources: list[str], targets: list[str]) -> GivenPairs:
+        """Pairs to score, encoded and checked (`decoding.given_pairs`)."""
+        return encode_pairs(self.tokenizer, sources, targets, self.max_positions, self.cfg.tag)
+
     def score(
-        self, sources: list[str], targets: list[str], options: SearchOptions | None = None
+        self, sources: list[str] | GivenPairs, targets: list[str] | None = None, options: SearchOptions | None = None
     ) -> list[Scored | Unscored]:
         """The score of each target as the translation of its source (`decoding.scoring`: as the beam scores its
-        own hypotheses, under `options`' length penalty), in input order; a pair that cannot be scored gets why."""
-        pairs = encode_pairs(self.tokenizer, sources, targets, self.max_positions, self.cfg.tag)
+        own hypotheses, under `options`' length penalty), in input order; a pair that cannot be scored gets why.
+        `sources` may be pairs `given` encoded already (then no `targets`)."""
+        pairs = sources if isinstance(sources, GivenPairs) else self.given(sources, targets or [])
         out: list[Scored | Unscored] = list(pairs.problems)  # type: ignore[arg-type]  (None: filled below)
         for rows, scored in self._score_batches(pairs, pairs.todo, options or self.options):
             for i, result in zip(rows, scored):

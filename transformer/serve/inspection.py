@@ -78,8 +78,8 @@ class Inspector:
         self._check(request)
         cfg = service.config_for(request)
         translator = service.translator.with_config(cfg)
-        sources, targets = [p.source for p in request.pairs], [p.target for p in request.pairs]
-        results = await self._alone(lambda: translator.score(sources, targets))
+        pairs = translator.given([p.source for p in request.pairs], [p.target for p in request.pairs])
+        results = await self._alone(lambda: translator.score(pairs))
         for i, result in enumerate(results):
             if isinstance(result, Unscored):
                 raise RequestError(422, f"pair {i + 1}: {result.reason}")
@@ -88,9 +88,8 @@ class Inspector:
             for answer, result in zip(answers, results):
                 answer["tokens"] = [round(x, 4) for x in result.token_scores]
         if request.alignments:
-            src = service.tokenizer.encode_src([s.strip() for s in sources], cfg.tag)
-            tgt = service.tokenizer.encode_tgt([t.strip() for t in targets])
-            for answer, links in zip(answers, await self._alone(lambda: self.aligner.links(src, tgt))):
+            found = await self._alone(lambda: self.aligner.links(pairs.src_ids, pairs.tgt_ids))
+            for answer, links in zip(answers, found):
                 answer["alignment"] = pharaoh(links)
         return {"model": service.name, "ms": round(1000 * (time.monotonic() - start), 1), "scores": answers}
 
