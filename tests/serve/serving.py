@@ -12,10 +12,11 @@ import torch
 
 from transformer.bench.tiny import write_checkpoint  # noqa: F401 (the tests import it from here)
 from transformer.core.config import DecodingConfig, ServeSettings
+from transformer.core.precision import TRANSLATED_IN
 from transformer.decoding.translator import Translator
 from transformer.runs.loading import load
 
-DEFAULTS = DecodingConfig(strategy="beam", beam_size=3, max_len_b=6)
+DEFAULTS = DecodingConfig(strategy="beam", beam_size=3, max_len_b=6, precision=TRANSLATED_IN)  # as a user's
 
 
 def offline(service, sentences: list[str], **settings) -> list[str]:

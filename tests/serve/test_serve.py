@@ -163,12 +163,13 @@ def test_concurrent_requests_with_equal_settings_share_a_batch_and_others_do_not
 
     async def run() -> list[dict]:
         async with httpx.AsyncClient(timeout=60) as client:
-            bodies = [{"text": f"un chien {w}", "beam_size": 2 + i % 2} for i, w in enumerate(["rouge", "bleu"] * 4)]
+            words = ["rouge", "bleu", "dort", "court", "mange", "dans le parc", "le chat", "la femme"]
+            bodies = [{"text": f"un chien {w}", "beam_size": 2 + i % 2} for i, w in enumerate(words)]
             responses = await asyncio.gather(*(client.post(f"{url}/translate", json=b) for b in bodies))
             return [(b, r.json()) for b, r in zip(bodies, responses)]
 
     answers = asyncio.run(run())
-    for body, answer in answers:
+    for body, answer in answers:  # each sentence as translated alone, in the default precision (int8 where it runs)
         assert answer["translations"][0]["text"] == offline(service, [body["text"]], beam_size=body["beam_size"])[0]
     batches = {}
     for body, answer in answers:

@@ -39,24 +39,11 @@ def qlinear_available() -> bool:
     return onednn() and has("vnni") and hasattr(torch.ops.onednn, "qlinear_pointwise")
 
 
-WEIGHT_ONLY_BLOCK = 16  # `_weight_int8pack_mm` reads K in aligned blocks (16 on AVX-512, 8 on AVX2), no remainder
-
-
-@functools.cache
-def weight_only_available() -> bool:
-    """Whether `_weight_int8pack_mm` (int8 weights, bf16 activations) runs a vectorised kernel of torch's here (AVX2
-    or AVX-512; docs/speed.md); elsewhere, a scalar loop: `linear_dynamic` does its products."""
-    capability = torch.backends.cpu.get_cpu_capability()
-    return X86_64 and capability in ("AVX2", "AVX512") and hasattr(torch.ops.aten, "_weight_int8pack_mm")
-
-
 def int8_kernels() -> str:
     """The int8 products that run here, as the log names them."""
     kernels = f"{int8_backend()} linear_dynamic"
     if qlinear_available():
         kernels = f"oneDNN qlinear for batches of {QLINEAR_FROM} or more, {kernels} below"
-    if weight_only_available():
-        kernels += "; a one-sentence step: int8 weights with bf16 activations"
     return kernels
 
 
