@@ -306,6 +306,9 @@ class DecodingBase:
     # it runs, else fp32, silently: what translate/serve/backtranslate use, `user_decoding`); layer norm and softmax
     # stay fp32 (docs/speed.md#precision). engine=ctranslate2 ignores it (it has its compute type).
     precision: str = choice(InferencePrecision, SCORED_IN)
+    # Our engine on CPU: run the decoder step as native code compiled ahead of time (built once per model, torch and
+    # CPU, kept in ~/.cache/transformer/compiled; fp32 Transformers with dot attention; elsewhere the eager step).
+    compiled: bool = False
 
 
 # `DecodingBase` and every option of every strategy (their defaults, bounds and meaning in

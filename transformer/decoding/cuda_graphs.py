@@ -1,15 +1,16 @@
-"""Search on a GPU with one CUDA graph per decoding step: a step launches once instead of ~25 kernels per layer.
+"""Search with static shapes: on a GPU one CUDA graph per decoding step (a step launches once instead of ~25 kernels
+per layer), on the CPU a decoder step compiled ahead of time (`decoding.compiled`, `fast_inference.compiled`).
 
 The eager search (`transformer.decoding`) drops finished rows and attends over the prefix decoded so far, so its
 shapes change every step. Here every shape is static: every row stays until the search ends, the self-attention
 keys/values live in a buffer of the search's whole length, masked past the current position, and the position and
-the fed tokens are tensors updated in place. The decoder step is then recorded once per batch and replayed:
-greedy records the choice of the token too and looks at the GPU only every `CHECK_EVERY` steps; beam search keeps
-its bookkeeping (`transformer.decoding.beam`) eager and moves hypotheses between fixed slots. On the CPU (the tests) the
-same steps run eagerly, which checks their logic against the eager search where no GPU is present.
+the fed tokens are tensors updated in place. The decoder step (`fast_inference.static_step.DecoderStep`, or its
+compiled package) is then recorded once per batch and replayed: greedy records the choice of the token too and looks
+at the GPU only every `CHECK_EVERY` steps; beam search keeps its bookkeeping (`transformer.decoding.beam`) eager and
+moves hypotheses between fixed slots. On the CPU without a package (the tests) the same steps run eagerly, which
+checks their logic against the eager search where no GPU is present.
 """
 
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,6 +19,7 @@ import torch
 from torch import Tensor
 
 from transformer.decoding.search_state import NEG_INF, SearchOptions, SearchState, never_generated, next_log_probs
+from transformer.fast_inference.static_step import DecoderStep
 from transformer.models.attention.dot import DotAttention
 
 CHECK_EVERY = 8  # greedy: steps between two looks at whether every row has finished (each look waits for the GPU)
@@ -27,18 +29,24 @@ STATIC_DEVICES = {"cuda"}  # where searches run with static shapes; tests add "c
 
 def applies(model, src: Tensor, options: SearchOptions) -> bool:
     """Whether a search over `model` runs with static shapes: a `Transformer` with `dot` self-attention on a device
-    of `STATIC_DEVICES`, cached search, no n-gram blocking (it reads the prefix on the host)."""
+    of `STATIC_DEVICES` or with a compiled step (`decoding.compiled`), cached search, no n-gram blocking (it reads
+    the prefix on the host)."""
     decoder = getattr(model, "decoder", None)
     return (
-        src.device.type in STATIC_DEVICES
+        (src.device.type in STATIC_DEVICES or compiled_of(model) is not None)
         and src.size(0) > 0
         and options.cuda_graphs
         and options.use_cache
         and options.no_repeat_ngram_size == 0
         and hasattr(model, "tgt_embed")
         and decoder is not None
-        and all(type(layer.self_attn) is DotAttention for layer in decoder)
+        and all(isinstance(layer.self_attn, DotAttention) for layer in decoder)
     )
+
+
+def compiled_of(model):
+    """The compiled decoder step a `Translator` gave `model` (`decoding.compiled`), or None."""
+    return getattr(model, "compiled_step", None)
 
 
 def recorded(step: Callable[[], Tensor], device: torch.device) -> Callable[[], Tensor]:
@@ -66,16 +74,23 @@ def recorded(step: Callable[[], Tensor], device: torch.device) -> Callable[[], T
 
 class StaticStep:
     """One decoder step over N = B·G fixed rows (G per source sentence, sentence-major) and a self-attention cache
-    of fixed length L: every call feeds `tokens` at `position`, advances it, and gives log-probabilities (N, V)."""
+    of fixed length L: every call feeds `tokens` at `position`, advances it, and gives log-probabilities (N, V).
+    `compiled` (`fast_inference.compiled.CompiledStep`) runs the step instead of the model's own modules."""
 
-    def __init__(self, model, memory: Tensor, src_mask: Tensor, group: int, length: int, options: SearchOptions):
-        self.model, self.options, self.src_mask = model, options, src_mask
+    def __init__(
+        self, model, memory: Tensor, src_mask: Tensor, group: int, length: int, options: SearchOptions, compiled=None
+    ):
+        self.model, self.options = model, options
         device = memory.device
-        self.cross_kv = [layer.cross_attn.project_kv(memory) for layer in model.decoder]  # each (B, H, S, Dh)
-        keys = self.cross_kv[0][0]
-        rows = keys.size(0) * group
+        cross_kv = [layer.cross_attn.project_kv(memory) for layer in model.decoder]  # each (B, H, S, Dh)
+        if compiled is not None and group > 1:  # a package serves one row a source: each hypothesis gets its own
+            cross_kv = [[t.repeat_interleave(group, 0) for t in kv] for kv in cross_kv]
+            src_mask = src_mask.repeat_interleave(group, 0)
+        keys = cross_kv[0][0]
+        rows = memory.size(0) * group
         self.self_kv = keys.new_zeros(len(model.decoder), 2, rows, keys.size(1), length, keys.size(3))
-        self.key_positions = torch.arange(length, device=device)  # self_kv is (layers, k|v, N, H, L, Dh)
+        self.inputs = [*self.self_kv.flatten(0, 1), *(t for kv in cross_kv for t in kv)]  # DecoderStep's `kv`
+        self.src_mask, self.run = src_mask, compiled or DecoderStep(model)  # the same call either way
         self.banned = never_generated(options, model, device)
         self.position = torch.zeros((), dtype=torch.long, device=device)  # the fed token's position (BOS: 0)
         self.tokens = torch.empty(rows, 1, dtype=torch.long, device=device)  # the fed token of each row
@@ -86,31 +101,10 @@ class StaticStep:
         self.position.zero_()
         self.tokens.fill_(self.options.bos_id)
 
-    def _layer(self, i: int, x: Tensor, at: Tensor, seen: Tensor) -> Tensor:
-        """Decoder layer `i` over the fed tokens x (N, 1, D), writing their keys/values at position `at`."""
-        layer, keys, values = self.model.decoder[i], self.self_kv[i, 0], self.self_kv[i, 1]
-
-        def self_attention(h: Tensor) -> Tensor:
-            q, k, v = layer.self_attn.project_qkv(h)  # each (N, H, 1, Dh)
-            keys.index_copy_(2, at, k)
-            values.index_copy_(2, at, v)
-            return layer.self_attn(q, keys, values, mask=seen)
-
-        def cross_attention(h: Tensor) -> Tensor:
-            return layer.cross_attn(layer.cross_attn.project_q(h), *self.cross_kv[i], mask=self.src_mask)
-
-        x = layer.self_block(x, self_attention)
-        x = layer.cross_block(x, cross_attention)
-        return layer.ff_block(x, layer.ff)
-
     def __call__(self) -> Tensor:
-        model, eos_id = self.model, self.options.eos_id
-        at = self.position.view(1)
-        x = model.tgt_embed(self.tokens) * math.sqrt(model.d_model) + model.positions.index_select(0, at)  # (N, 1, D)
-        seen = (self.key_positions <= self.position).view(1, 1, 1, -1)  # (1, 1, 1, L): the prefix so far
-        for i in range(len(model.decoder)):
-            x = self._layer(i, x, at, seen)
-        logp = next_log_probs(model.output(model.decoder_norm(x))[:, -1], self.banned)  # (N, V)
+        logits = self.run(self.tokens, self.position, self.src_mask, *self.inputs)  # (N, V)
+        logp = next_log_probs(logits, self.banned)
+        eos_id = self.options.eos_id
         if 0 <= eos_id < logp.size(1) and self.options.min_len > 0:
             logp[:, eos_id] = torch.where(self.position < self.options.min_len, NEG_INF, logp[:, eos_id])
         self.position += 1
@@ -132,7 +126,7 @@ class StaticGreedy:
         self.model, self.options, self.limit = model, options, limit
         self.length = int(limit.max())
         memory, src_mask = model.encode(src)  # (N, S, D), (N, 1, 1, S)
-        self.step = StaticStep(model, memory, src_mask, 1, self.length, options)
+        self.step = StaticStep(model, memory, src_mask, 1, self.length, options, compiled_of(model))
         n, device = src.size(0), src.device
         self.finished = torch.empty(n, dtype=torch.bool, device=device)
         self.out = torch.empty(n, self.length, dtype=torch.long, device=device)  # generated ids, pad after EOS
@@ -178,7 +172,7 @@ class StaticSearchState(SearchState):
     def __init__(self, model, src: Tensor, options: SearchOptions, max_len: int):
         super().__init__(model, src, replace(options, use_cache=False), max_len)  # the prefix, on the host's terms
         self.k = options.beam_size
-        self.decoder = StaticStep(model, self.memory, self.src_mask, self.k, max_len, options)
+        self.decoder = StaticStep(model, self.memory, self.src_mask, self.k, max_len, options, compiled_of(model))
         self.replay = recorded(self.decoder, src.device)
         self.decoder.reset()
         self.slots = torch.arange(src.size(0), device=src.device)  # the slot of each current sentence

@@ -25,6 +25,7 @@ from transformer.decoding.searching import search
 from transformer.decoding.steered_text import steered_text, target_pieces
 from transformer.decoding.text_controls import Steer, TextControls
 from transformer.fast_inference import decoded_in, inference_copy
+from transformer.fast_inference.compiled import compiled_step
 from transformer.models.interface import Seq2SeqModel
 
 log = logging.getLogger(__name__)
@@ -198,6 +199,8 @@ class Translator(TextTranslator):
         self.model, self.tokenizer, self.max_positions = model, tokenizer, model.max_positions
         self.inference_model = inference_copy(model, cfg.precision)
         self.precision = decoded_in(model, cfg.precision)
+        if cfg.compiled and self.inference_model is not model:  # a copy may carry its compiled step
+            self.inference_model.compiled_step = compiled_step(model, self.precision)
 
     def with_config(self, cfg: DecodingConfig) -> "Translator":
         """This translator (same model and inference copy, so the same precision) with other decoding settings."""

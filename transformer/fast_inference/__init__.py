@@ -27,11 +27,20 @@ from transformer.compute.auto import resolve
 from transformer.core.precision import AUTO, named
 from transformer.fast_inference.int8 import Int8Linear
 from transformer.fast_inference.kernels import X86_64, not_applied, onednn, runs
-from transformer.fast_inference.packed import LinearKernel, PackedAttention, PackedLinear, packable
+from transformer.fast_inference.packed import LinearKernel, PackedAttention, PackedLinear, PlainLinear, packable
 from transformer.models.attention.dot import DotAttention
 from transformer.models.transformer import FeedForward
 
-__all__ = ["X86_64", "PackedAttention", "PackedLinear", "decoded_in", "fast_cpu", "inference_copy", "packable"]
+__all__ = [
+    "X86_64",
+    "PackedAttention",
+    "PackedLinear",
+    "decoded_in",
+    "fast_cpu",
+    "inference_copy",
+    "packable",
+    "plain_copy",
+]
 
 
 class FusedFeedForward(FeedForward):
@@ -122,3 +131,13 @@ def inference_copy(model, precision: str = "fp32"):
     modules, a copy already). bf16 and int8 apply to fp32 models on CPU."""
     applied = _applied(model, precision)
     return _swapped(model, _kernel(applied)).eval() if fast_cpu(model) else model
+
+
+def plain_copy(model: nn.Module) -> nn.Module:
+    """A copy of `model` in eval mode for `torch.export`: the fused products and ReLUs of `inference_copy`, through
+    `F.linear` on the model's own fp32 weights, concatenated now (not at a first call inside a trace)."""
+    plain = _swapped(model, PlainLinear.of).eval()
+    for module in plain.modules():
+        if isinstance(module, PlainLinear) and module.weight is None:
+            module._fuse()
+    return plain

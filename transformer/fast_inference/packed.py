@@ -67,6 +67,15 @@ class FusedLinear(nn.Module):
         return F.relu(y) if self.relu else y
 
 
+class PlainLinear(FusedLinear):
+    """A `FusedLinear` through `F.linear`: what `torch.export` traces (AOTInductor packs the weights itself)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.weight is None:
+            self._fuse()
+        return self.plain(x)
+
+
 LinearKernel = Callable[..., FusedLinear]  # a kernel's `FusedLinear.of`: (*linears, **FusedLinear's options) -> it
 
 
