@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
-from tests.conftest import fit, tiny_model
+from tests.conftest import tiny_model
 from tests.core.test_config import make
 from transformer.cli.checks import check_config
 from transformer.cli.evaluate import decoding_label
@@ -19,7 +19,6 @@ from transformer.compute import hardware
 from transformer.core.config import DecodingConfig
 from transformer.core.errors import UserError
 from transformer.core.precision import SCORED_IN, TRANSLATED_IN
-from transformer.data.batching import collate
 from transformer.decoding import Hypothesis, SearchOptions, greedy_decode, search
 from transformer.decoding.ensemble import Ensemble
 from transformer.decoding.translator import Translator
@@ -42,15 +41,6 @@ def fresh_kernel_choice():
     kernels.not_applied.cache_clear()
     yield
     kernels.runs.cache_clear()
-
-
-@pytest.fixture(scope="module")
-def trained():
-    """A tiny model trained briefly to reverse sequences (right on nearly all of them), and its pairs as a batch."""
-    g = torch.Generator().manual_seed(0)
-    src = [torch.randint(3, 30, (int(n),), generator=g).tolist() for n in torch.randint(3, 9, (96,), generator=g)]
-    batch = collate(src, [s[::-1] for s in src])
-    return fit(tiny_model(vocab=30), batch, steps=60), batch
 
 
 def greedy(model, src: torch.Tensor, **options) -> torch.Tensor:

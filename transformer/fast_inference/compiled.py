@@ -26,6 +26,7 @@ from transformer.core.files import atomic_write, atomic_write_text
 from transformer.fast_inference import plain_copy, static_step
 from transformer.fast_inference.static_step import DecoderStep
 from transformer.models.attention.dot import DotAttention
+from transformer.models.transformer import Transformer
 
 log = logging.getLogger("transformer.fast_inference")
 
@@ -116,12 +117,10 @@ def _cached(package: Path, digest: Path) -> CompiledStep | None:
 def unserved(model: nn.Module, precision: str) -> str | None:
     """Why no package serves `model` in `precision`, or None where one does: a `Transformer` with `dot` attention
     in every use of its decoder, fp32 on the CPU."""
-    decoder = getattr(model, "decoder", None)
-    if not hasattr(model, "tgt_embed") or decoder is None:
+    if not isinstance(model, Transformer):
         return f"{type(model).__name__} models decode eagerly"
-    if not all(
-        isinstance(layer.self_attn, DotAttention) and isinstance(layer.cross_attn, DotAttention) for layer in decoder
-    ):
+    attentions = [attention for layer in model.decoder for attention in (layer.self_attn, layer.cross_attn)]
+    if not all(isinstance(attention, DotAttention) for attention in attentions):
         return "only dot attention is compiled"
     weight = next(model.parameters())
     if weight.device.type != "cpu" or weight.dtype != torch.float32:

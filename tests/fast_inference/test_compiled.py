@@ -1,0 +1,125 @@
+"""The decoder step compiled ahead of time (`decoding.compiled`): the eager ids, a cache that is keyed, checked and
+rebuilt, and the eager engine wherever no package serves. Tiny shapes only: a package builds in under a minute."""
+
+import logging
+
+import pytest
+import torch
+
+from tests.conftest import tiny_model
+from tests.models.test_rnn import tiny_rnn
+from transformer.core.config import AttentionConfig
+from transformer.decoding import SearchOptions, search
+from transformer.fast_inference import compiled, inference_copy, kernels
+
+pytestmark = [
+    pytest.mark.slow,  # each build runs a C++ compiler
+    pytest.mark.skipif(not kernels.onednn(), reason="packages are built for x86-64 CPUs"),
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """This module's own package folder (`TRANSFORMER_CACHE`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        root = tmp_path_factory.mktemp("cache")
+        patch.setenv("TRANSFORMER_CACHE", str(root))
+        yield root / "compiled"
+
+
+@pytest.fixture(scope="module")
+def step(trained, cache):
+    return compiled.compiled_step(trained[0], "fp32")
+
+
+def searched(model, src: torch.Tensor, strategy: str):
+    options = SearchOptions.from_config(strategy=strategy, beam_size=4, n_best=4, bos_id=1, eos_id=2)
+    with torch.inference_mode():
+        return search(model, src, options, max_len=12)
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+@pytest.mark.parametrize("batch", [1, 5, 96])
+def test_the_compiled_step_gives_the_eager_fp32_ids(trained, step, strategy, batch):
+    model, pairs = trained
+    eager, fast = inference_copy(model, "fp32"), inference_copy(model, "fp32")
+    calls = []
+    fast.compiled_step = lambda *inputs: calls.append(1) or step(*inputs)
+    src = pairs.src[:batch]
+    expected, got = searched(eager, src, strategy), searched(fast, src, strategy)
+    assert calls
+    assert [[h.tokens for h in s] for s in got] == [[h.tokens for h in s] for s in expected]
+    scores = [h.score for s in got for h in s]
+    assert scores == pytest.approx([h.score for s in expected for h in s], abs=1e-4)
+
+
+def test_a_package_is_built_once_then_loaded_from_the_cache(trained, step, cache, monkeypatch):
+    assert step is not None
+    packages = sorted(p.name for p in cache.iterdir())
+    assert len(packages) == 2 and packages[0].endswith(".pt2") and packages[1].endswith(".sha256")
+    monkeypatch.setattr(compiled, "_build", lambda *args: pytest.fail("built again"))
+    assert compiled.compiled_step(trained[0], "fp32") is not None
+
+
+def test_the_key_follows_the_weights_precision_torch_and_cpu(trained, monkeypatch):
+    model = trained[0]
+    key = compiled.package_key(model, "fp32")
+    assert compiled.package_key(model, "fp32") == key
+    assert compiled.package_key(model, "int8") != key
+    other = tiny_model(vocab=30)
+    other.load_state_dict(model.state_dict())
+    assert compiled.package_key(other, "fp32") == key
+    with torch.no_grad():
+        other.output.weight[0, 0] += 1e-3
+    assert compiled.package_key(other, "fp32") != key
+    monkeypatch.setattr(compiled, "cpu_isa", lambda: "another ISA")
+    assert compiled.package_key(model, "fp32") != key
+    monkeypatch.undo()
+    monkeypatch.setattr(torch, "__version__", "0.0.0")
+    assert compiled.package_key(model, "fp32") != key
+
+
+def test_a_partial_or_corrupt_package_is_built_again_never_loaded(trained, step, cache, monkeypatch):
+    package = next(cache.glob("*.pt2"))
+    digest = package.with_suffix(".sha256")
+    whole = package.read_bytes()
+    package.write_bytes(whole[:1000])  # a partial package: its digest no longer matches
+    assert compiled._cached(package, digest) is None
+    package.write_bytes(whole)
+    digest.unlink()  # killed between the package and its digest
+    assert compiled._cached(package, digest) is None
+    package.write_bytes(whole[:1000])
+    loads = []
+    monkeypatch.setattr(compiled, "CompiledStep", lambda path: loads.append(path.stat().st_size) or step)
+    assert compiled.compiled_step(trained[0], "fp32") is step
+    assert loads == [package.stat().st_size] and loads[0] > 1000  # only the rebuilt package is loaded
+    assert digest.read_text() == compiled._digest(package)
+
+
+@pytest.mark.parametrize(
+    "model, precision, reason",
+    [
+        (lambda: tiny_rnn(vocab=30), "fp32", "RNNModel models decode eagerly"),
+        (lambda: tiny_model(vocab=30, attention=AttentionConfig(cross="local")), "fp32", "only dot attention"),
+        (lambda: tiny_model(vocab=30), "int8", "not int8"),
+        (lambda: tiny_model(vocab=30).bfloat16(), "fp32", "only float32 models on the CPU"),
+    ],
+)
+def test_where_no_package_serves_the_eager_engine_runs_and_says_so(model, precision, reason, cache, caplog):
+    with caplog.at_level(logging.INFO, logger="transformer.fast_inference"):
+        assert compiled.compiled_step(model(), precision) is None
+    assert reason in caplog.text and "the eager engine runs" in caplog.text
+
+
+def test_a_failed_build_leaves_the_eager_engine_and_no_package(cache, monkeypatch, caplog):
+    model = tiny_model(seed=3, vocab=30)
+
+    def no_compiler(*args, **kwargs):
+        raise RuntimeError("no C++ compiler found")
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", no_compiler)
+    with caplog.at_level(logging.WARNING, logger="transformer.fast_inference"):
+        assert compiled.compiled_step(model, "fp32") is None
+    assert "no C++ compiler found" in caplog.text and "the eager engine runs" in caplog.text
+    key = compiled.package_key(model, "fp32")
+    assert not list(cache.glob(f"*{key}*"))
