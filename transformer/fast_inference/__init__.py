@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from transformer.compute.auto import resolve
 from transformer.core.precision import AUTO, named
-from transformer.fast_inference.int8 import Int8Linear
+from transformer.fast_inference.int8 import Int8Linear, Int8Traced
 from transformer.fast_inference.kernels import X86_64, not_applied, onednn, runs
 from transformer.fast_inference.packed import LinearKernel, PackedAttention, PackedLinear, PlainLinear, packable
 from transformer.models.attention.dot import DotAttention
@@ -39,7 +39,7 @@ __all__ = [
     "fast_cpu",
     "inference_copy",
     "packable",
-    "plain_copy",
+    "traced_copy",
 ]
 
 
@@ -133,11 +133,13 @@ def inference_copy(model, precision: str = "fp32"):
     return _swapped(model, _kernel(applied)).eval() if fast_cpu(model) else model
 
 
-def plain_copy(model: nn.Module) -> nn.Module:
-    """A copy of `model` in eval mode for `torch.export`: the fused products and ReLUs of `inference_copy`, through
-    `F.linear` on the model's own fp32 weights, concatenated now (not at a first call inside a trace)."""
-    plain = _swapped(model, PlainLinear.of).eval()
-    for module in plain.modules():
-        if isinstance(module, PlainLinear) and module.weight is None:
-            module._fuse()
-    return plain
+def traced_copy(model: nn.Module, precision: str) -> nn.Module:
+    """A copy of `model` in eval mode for `torch.export`, in `precision` (fp32 or int8, as `inference_copy` computes
+    it): its fused products and ReLUs through operators a trace keeps (`PlainLinear`, `Int8Traced`), their weights
+    prepared now rather than at a first call inside the trace."""
+    kernel = {"fp32": PlainLinear.of, "int8": Int8Traced.of}[precision]
+    traced = _swapped(model, kernel).eval()
+    for module in traced.modules():
+        if isinstance(module, (PlainLinear, Int8Traced)):
+            module.prepare()
+    return traced

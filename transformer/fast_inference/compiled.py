@@ -23,7 +23,8 @@ from torch import Tensor, nn
 
 from transformer.compute.hardware import cpu_isa
 from transformer.core.files import atomic_write, atomic_write_text
-from transformer.fast_inference import plain_copy, static_step
+from transformer.fast_inference import static_step, traced_copy
+from transformer.fast_inference.int8 import Int8Traced
 from transformer.fast_inference.static_step import DecoderStep
 from transformer.models.attention.dot import DotAttention
 from transformer.models.transformer import Transformer
@@ -31,7 +32,7 @@ from transformer.models.transformer import Transformer
 log = logging.getLogger("transformer.fast_inference")
 
 MAX_ROWS = 4096  # the largest batch of rows, source length and cache length a package takes
-PRECISIONS = ("fp32",)  # what a package computes in
+PRECISIONS = ("fp32", "int8")  # what a package computes in, as `inference_copy` does
 
 
 def cache_folder() -> Path:
@@ -48,13 +49,21 @@ def package_key(model: nn.Module, precision: str) -> str:
     for name, tensor in model.state_dict().items():
         digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype};".encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    for part in (precision, torch.__version__, cpu_isa(), inspect.getsource(static_step), inspect.getsource(_export)):
+    for part in (
+        precision,
+        torch.__version__,
+        cpu_isa(),
+        inspect.getsource(static_step),
+        inspect.getsource(_export),
+        inspect.getsource(Int8Traced),
+    ):
         digest.update(part.encode())
     return digest.hexdigest()[:24]
 
 
-def _export(model: nn.Module) -> torch.export.ExportedProgram:
-    """`DecoderStep` over `model`'s plain copy, exported with its rows, source length and cache length dynamic."""
+def _export(model: nn.Module, precision: str) -> torch.export.ExportedProgram:
+    """`DecoderStep` over `model`'s traced copy in `precision`, exported with its rows, source length and cache
+    length dynamic."""
     layers, attention = len(model.decoder), model.decoder[0].self_attn
     heads, head_dim = attention.n_heads, attention.d_model // attention.n_heads
     rows, source, length = 3, 5, 7  # distinct and above 1, so that export keeps each dimension symbolic
@@ -71,7 +80,9 @@ def _export(model: nn.Module) -> torch.export.ExportedProgram:
         tuple([{0: rows_dim, 2: length_dim}] * len(own) + [{0: rows_dim, 2: source_dim}] * len(memory)),
     )
     with torch.no_grad():
-        return torch.export.export(DecoderStep(plain_copy(model)), (*inputs, *own, *memory), dynamic_shapes=shapes)
+        return torch.export.export(
+            DecoderStep(traced_copy(model, precision)), (*inputs, *own, *memory), dynamic_shapes=shapes
+        )
 
 
 class CompiledStep:
@@ -89,11 +100,11 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _build(model: nn.Module, package: Path, digest: Path) -> None:
+def _build(model: nn.Module, precision: str, package: Path, digest: Path) -> None:
     """Export and compile `model`'s step into `package`, then write its digest (each atomically)."""
     log.info("compiling the decoder step ahead of time (once for this model, torch and CPU): %s", package.name)
     start = time.perf_counter()
-    program = _export(model)
+    program = _export(model, precision)
     config = {"freezing": True}
     atomic_write(
         package,
@@ -145,7 +156,7 @@ def compiled_step(model: nn.Module, precision: str) -> CompiledStep | None:
         return step
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _build(model, package, digest)
+        _build(model, precision, package, digest)
         return CompiledStep(package)
     except Exception as error:  # noqa: BLE001 (no compiler, an export that fails: the eager step still runs)
         log.warning("decoding.compiled: the decoder step did not compile (%s): the eager engine runs", error)

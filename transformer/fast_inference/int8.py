@@ -113,3 +113,32 @@ class Int8Linear(FusedLinear):
         return torch.ops.onednn.qlinear_pointwise(
             u8, 1.0, self.zero, self.qpacked, self.qscales, self.qzeros, None, 1.0, 0, torch.float32, "none", [], ""
         )
+
+
+class Int8Traced(FusedLinear):
+    """`Int8Linear`'s arithmetic in operators `torch.export` traces, for a compiled step: each row's steps as s8
+    times the int8 weight by `torch._int_mm`, exact in int32, scaled as `Int8Linear` scales; the same bits.
+
+    A ReLU's output takes steps in [0, 255], beyond s8: it is shifted by -128, and 128 times each output's weight sum
+    added back to the int32 sums, still exact."""
+
+    def prepare(self) -> None:
+        """Fuse, quantize and transpose the weight now, as buffers: a trace must not do it."""
+        self._fuse()
+        weight = quantized_weight(self.weight)
+        self.levels, _ = activation_range(self.after_relu, reduce_range())
+        self.shift = U8_ZERO if self.levels > LEVELS else 0  # steps beyond s8 are shifted into it
+        int8 = weight.int_repr()
+        self.register_buffer("w_int8", int8.t().contiguous())  # (K, N)
+        self.register_buffer("w_scales", weight.q_per_channel_scales().float())  # (N,)
+        self.register_buffer("shifted_sums", self.shift * int8.sum(1, dtype=torch.int32))  # (N,)
+
+    def forward(self, x: Tensor) -> Tensor:
+        rows = x.reshape(-1, x.size(-1))  # (N, K)
+        steps, step = row_steps(rows, self.levels)
+        sums = torch._int_mm(steps.sub_(self.shift).to(torch.int8), self.w_int8)  # (N, out), int32
+        y = (sums + self.shifted_sums).float() * self.w_scales
+        y = y * step if self.bias is None else torch.addcmul(self.bias, y, step)
+        if self.relu:
+            y = y.relu_()
+        return y.view(*x.shape[:-1], y.size(-1))

@@ -70,6 +70,10 @@ class FusedLinear(nn.Module):
 class PlainLinear(FusedLinear):
     """A `FusedLinear` through `F.linear`: what `torch.export` traces (AOTInductor packs the weights itself)."""
 
+    def prepare(self) -> None:
+        """Fuse the weight now: a trace must not do it."""
+        self._fuse()
+
     def forward(self, x: Tensor) -> Tensor:
         if self.weight is None:
             self._fuse()
