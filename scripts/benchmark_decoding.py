@@ -38,7 +38,9 @@ fastest compute type in that cell.
         --sentences data/multi30k/test_2016_flickr.fr.gz --references data/multi30k/test_2016_flickr.en.gz --json
 
 `--uncached` and `--unpacked` add our fp32 search without the KV cache and with oneDNN off (`F.linear`), `--eager`
-(GPU) without CUDA graphs (synthetic mode);
+(GPU) without CUDA graphs (synthetic mode); `--compiled` adds ours in each precision but bf16 with its decoder step
+compiled ahead of time (`decoding.compiled=true`; packages are built before the timing, once per model and
+precision, and kept in the cache folder; records with "variant": "compiled");
 `--products` instead times the decoder's matrix products alone, in GFLOP/s, through F.linear and through the
 kernel of each inference precision (`decoding.precision`: fp32, bf16 where the CPU has bf16 products, int8).
 """
@@ -133,13 +135,16 @@ def products(args: argparse.Namespace) -> None:
 
 def plan(sizes: list[str], batches: list[int], rows: list[tuple[str, str]], variants: list[str]) -> list[Case]:
     """Every case, cell by cell (size, strategy, batch), each cell's engines (`rows`: engine, precision) one after
-    the other, then our fp32 search's `variants`."""
+    the other, then our fp32 search's `variants` (`compiled`: ours compiled in each of its precisions)."""
     cases = []
+    compiled = [Case("ours", p, "", "", 0, "compiled") for engine, p in rows if engine == "ours" and p != "bf16"]
     for size in sizes:
         for strategy in ("greedy", "beam"):
             for batch in batches:
                 cases += [Case(engine, p, size, strategy, batch) for engine, p in rows]
-                cases += [Case("ours", "fp32", size, strategy, batch, v) for v in variants]
+                cases += [Case("ours", "fp32", size, strategy, batch, v) for v in variants if v != "compiled"]
+                if "compiled" in variants:
+                    cases += [c._replace(size=size, strategy=strategy, batch=batch) for c in compiled]
     return cases
 
 
@@ -321,8 +326,9 @@ def report(rows: dict[Case, dict], setup: Setup | RealSetup, args: argparse.Name
     keys = ("engine", "precision", "size", "strategy", "batch")
     records = [
         {**{k: getattr(case, k) for k in keys}, **{k: round(v, 2) for k, v in row.items()}}
+        | ({"variant": case.variant} if case.variant else {})
         for case, row in rows.items()
-        if not case.variant
+        if case.variant in ("", "compiled")
     ]
     best = {cell: {**v, "sent_per_s": round(v["sent_per_s"], 2)} for cell, v in ct2_best(rows).items()}
     return {"cpu": name, "records": records, "default_precision": default, "ct2_best": best}
@@ -344,6 +350,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--uncached", action="store_true", help="also time our fp32 search without the KV cache")
     parser.add_argument("--unpacked", action="store_true", help="also time our fp32 search with oneDNN off (F.linear)")
     parser.add_argument("--eager", action="store_true", help="also time our fp32 search without CUDA graphs (GPU)")
+    parser.add_argument(
+        "--compiled", action="store_true", help="also time ours with its decoder step compiled (decoding.compiled)"
+    )
     parser.add_argument("--no-marian", action="store_true", help="leave out MarianMT")
     parser.add_argument(
         "--quick", action="store_true", help="a tiny run: " + ", ".join(f"{k}={v}" for k, v in QUICK.items())
@@ -382,7 +391,12 @@ def engines_here(args: argparse.Namespace) -> set[str]:
 
 def benchmark(args: argparse.Namespace, refs: list[str]) -> dict:
     """Time every case, print the tables and return the JSON object."""
-    wanted = (("no cache", args.uncached), ("unpacked", args.unpacked), ("eager", args.eager))
+    wanted = (
+        ("no cache", args.uncached),
+        ("unpacked", args.unpacked),
+        ("eager", args.eager),
+        ("compiled", args.compiled),
+    )
     engines = engines_here(args)
     with tempfile.TemporaryDirectory(prefix="bench_decoding_") as folder:
         if args.checkpoint:

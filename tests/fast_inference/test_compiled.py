@@ -1,6 +1,7 @@
 """The decoder step compiled ahead of time (`decoding.compiled`): the eager ids, a cache that is keyed, checked and
 rebuilt, and the eager engine wherever no package serves. Tiny shapes only: a package builds in under a minute."""
 
+import dataclasses
 import logging
 
 import pytest
@@ -8,9 +9,11 @@ import torch
 
 from tests.conftest import tiny_model
 from tests.models.test_rnn import tiny_rnn
-from transformer.core.config import AttentionConfig
+from transformer.bench.tiny import write_checkpoint
+from transformer.core.config import AttentionConfig, DecodingConfig
 from transformer.decoding import SearchOptions, search
 from transformer.fast_inference import compiled, inference_copy, kernels
+from transformer.runs.loading import load
 
 pytestmark = [
     pytest.mark.slow,  # each build runs a C++ compiler
@@ -137,3 +140,15 @@ def test_a_failed_build_leaves_the_eager_engine_and_no_package(cache, monkeypatc
     assert "no C++ compiler found" in caplog.text and "the eager engine runs" in caplog.text
     key = compiled.package_key(model, "fp32")
     assert not list(cache.glob(f"*{key}*"))
+
+
+def test_a_translator_asked_for_it_compiles_its_step_and_translates_as_the_eager_one(tmp_path, cache, caplog):
+    loaded = load(str(write_checkpoint(tmp_path / "tiny.safetensors")), device="cpu")
+    sentences = ["un chien rouge", "le chat dort dans le parc", "un homme court"]
+    cfg = DecodingConfig(strategy="beam", beam_size=3, max_len_b=6, precision="fp32")
+    with caplog.at_level(logging.INFO, logger="transformer.fast_inference"):
+        fast = loaded.translator(dataclasses.replace(cfg, compiled=True))
+    assert "compiling the decoder step ahead of time" in caplog.text
+    assert isinstance(fast.inference_model.compiled_step, compiled.CompiledStep)
+    assert fast.translate(sentences) == loaded.translator(cfg).translate(sentences)
+    assert getattr(loaded.translator(cfg).inference_model, "compiled_step", None) is None  # off by default

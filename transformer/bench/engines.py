@@ -11,7 +11,7 @@ import functools
 import multiprocessing
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,7 +22,8 @@ from transformer.core import presets
 from transformer.core.config import DecodingConfig
 from transformer.core.special_ids import BOS_ID, PAD_ID
 from transformer.decoding import beam_search, greedy_decode
-from transformer.fast_inference import inference_copy
+from transformer.fast_inference import decoded_in, inference_copy
+from transformer.fast_inference.compiled import compiled_step
 from transformer.models.transformer import Transformer
 
 BEAM = 5
@@ -43,7 +44,7 @@ class Case(NamedTuple):
     size: str
     strategy: str  # greedy | beam
     batch: int
-    variant: str = ""  # "", "no cache", "unpacked" or "eager" (no CUDA graphs)
+    variant: str = ""  # "", "no cache", "unpacked", "eager" (no CUDA graphs) or "compiled" (decoding.compiled)
 
 
 @dataclass(frozen=True)
@@ -164,13 +165,17 @@ class Pieces:
 
 
 @functools.cache
-def _search_model(setup: Setup, size: str, precision: str):
-    """Ours as a `Translator` holds it, made once: on CPU the inference copy in `precision`, elsewhere the model."""
+def _search_model(setup: Setup, size: str, precision: str, compiled: bool = False):
+    """Ours as a `Translator` holds it, made once: on CPU the inference copy in `precision` (with its compiled step
+    where `compiled`), elsewhere the model."""
     model = ours(size, setup.vocab)
     model.load_state_dict(torch.load(Path(setup.folder) / f"{size}.pt"))
     if setup.device != "cpu":
         return model.to(setup.device, DTYPES[precision])
-    return inference_copy(model, precision)
+    copy = inference_copy(model, precision)
+    if compiled:
+        copy.compiled_step = compiled_step(model, decoded_in(model, precision))
+    return copy
 
 
 def search_call(strategy: str, **options) -> Callable[..., object]:
@@ -182,7 +187,7 @@ def search_call(strategy: str, **options) -> Callable[..., object]:
 
 
 def _ours(case: Case, setup: Setup) -> Timed:
-    model = _search_model(setup, case.size, case.precision)
+    model = _search_model(setup, case.size, case.precision, case.variant == "compiled")
     options = dict(
         bos_id=BOS_ID,
         eos_id=-1,
@@ -264,7 +269,8 @@ def _loaded(path: str):
 def _ours_real(case: Case, setup: RealSetup) -> Timed:
     """Ours as a user translates: `load(checkpoint).translator(decoding)`, then `translate(sentences)`."""
     model = setup.model(case.size)
-    translator = _loaded(model.path).translator(decoding(case.strategy, case.batch, case.precision))
+    settings = decoding(case.strategy, case.batch, case.precision)
+    translator = _loaded(model.path).translator(replace(settings, compiled=case.variant == "compiled"))
     calls = setup.batches(case.batch)
 
     def run():
