@@ -29,6 +29,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 64], help="decoding.batch_size values")
     parser.add_argument("--precisions", nargs="+", default=["fp32", "auto"], help="decoding.precision values")
     parser.add_argument("--strategy", choices=["greedy", "beam"], default="greedy")
+    parser.add_argument("--compiled", action="store_true", help="decoding.compiled=true (the compiled decoder step)")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args()
 
@@ -37,7 +38,8 @@ def differing(loaded, sources: list[str], precision: str, args: argparse.Namespa
     """The precision the translator ran in, and per batch size the sentences translated unlike at the first size."""
     translations, ran = {}, precision
     for batch in args.batches:
-        translator = loaded.translator(DecodingConfig(strategy=args.strategy, batch_size=batch, precision=precision))
+        cfg = DecodingConfig(strategy=args.strategy, batch_size=batch, precision=precision, compiled=args.compiled)
+        translator = loaded.translator(cfg)
         translations[batch], ran = translator.translate(sources), translator.precision
     first = translations[args.batches[0]]
     return ran, {batch: sum(a != b for a, b in zip(first, out)) for batch, out in translations.items()}
@@ -47,7 +49,8 @@ def main() -> None:
     args = arguments()
     loaded = load(args.checkpoint, device="cpu")
     sources = read_sentences(f"{args.data}/{args.split}.fr.gz", args.lines)
-    print(f"{args.split}: first {len(sources)} sentences, {args.strategy}; {cpu_description()}")
+    engine = "compiled step" if args.compiled else "eager"
+    print(f"{args.split}: first {len(sources)} sentences, {args.strategy}, {engine}; {cpu_description()}")
     results = {}
     for precision in args.precisions:
         ran, counts = differing(loaded, sources, precision, args)
@@ -55,7 +58,8 @@ def main() -> None:
         apart = ", ".join(f"batch {b}: {n}" for b, n in counts.items() if b != args.batches[0])
         print(f"{precision} ({ran}): differ from batch {args.batches[0]} at {apart}")
     if args.json:
-        settings = {"split": args.split, "lines": len(sources), "strategy": args.strategy, "batches": args.batches}
+        settings = {"split": args.split, "lines": len(sources), "strategy": args.strategy, "compiled": args.compiled}
+        settings["batches"] = args.batches
         print(json.dumps({"cpu": cpu_description(), **settings, "differing": results}))
 
 

@@ -75,6 +75,7 @@ def offline_in_fresh_process(args: argparse.Namespace) -> dict:
     command = [sys.executable, __file__, "--checkpoint", args.checkpoint, "--file", args.file, "--offline-only"]
     command += ["--sentences", str(args.sentences), "--decoding", args.decoding, "--threads", str(args.threads)]
     command += ["--precision", args.precision] if args.precision else []
+    command += ["--compiled"] if args.compiled else []
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -191,7 +192,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     sentences = read_sentences(args.file, args.sentences)
     # as the server and transformer-translate decode
-    decoding = presets.compose("decoding", args.decoding, [f"precision={args.precision or TRANSLATED_IN}"])
+    overrides = [f"precision={args.precision or TRANSLATED_IN}", f"compiled={args.compiled}"]
+    decoding = presets.compose("decoding", args.decoding, overrides)
     if args.offline_only:
         print(json.dumps(offline(args.checkpoint, sentences, decoding, rounds=3)))
         return

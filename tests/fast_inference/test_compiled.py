@@ -152,3 +152,23 @@ def test_a_translator_asked_for_it_compiles_its_step_and_translates_as_the_eager
     assert isinstance(fast.inference_model.compiled_step, compiled.CompiledStep)
     assert fast.translate(sentences) == loaded.translator(cfg).translate(sentences)
     assert getattr(loaded.translator(cfg).inference_model, "compiled_step", None) is None  # off by default
+
+
+@pytest.mark.parametrize("precision", compiled.PRECISIONS)
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_a_sentences_compiled_translation_never_depends_on_its_batch(trained, steps, precision, strategy):
+    """Alone and among 96, padded to the longest (the package's attention sums the padding as exact zeros)."""
+    model, pairs = trained
+    fast = inference_copy(model, precision)
+    fast.compiled_step = steps[precision]
+    together = searched(fast, pairs.src, strategy)
+    apart = [
+        sentence for i in range(pairs.src.size(0)) for sentence in searched(fast, unpadded(pairs.src[i]), strategy)
+    ]
+    assert [[h.tokens for h in s] for s in apart] == [[h.tokens for h in s] for s in together]
+    assert [h.score for s in apart for h in s] == pytest.approx([h.score for s in together for h in s], abs=1e-6)
+
+
+def unpadded(row: torch.Tensor) -> torch.Tensor:
+    """One source row (S,) without its padding, as a batch of one (1, S')."""
+    return row[row != 0][None]

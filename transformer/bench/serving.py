@@ -48,11 +48,14 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (the server's too); 0 = torch's default")
     parser.add_argument("--max-wait-ms", type=float, help="serve.max_wait_ms; default: the server's")
     parser.add_argument("--precision", help="decoding.precision (fp32, int8, ...); default: the server's")
+    parser.add_argument("--compiled", action="store_true", help="decoding.compiled=true: the compiled decoder step")
 
 
 def decoding_overrides(args: argparse.Namespace) -> list[str]:
-    """The decoding of the server and of `transformer-translate`: `--decoding`, and `--precision` where given."""
-    return [f"decoding={args.decoding}", *([f"decoding.precision={args.precision}"] if args.precision else [])]
+    """The decoding of the server and of `transformer-translate`: `--decoding`, `--precision` where given and
+    `--compiled`."""
+    precision = [f"decoding.precision={args.precision}"] if args.precision else []
+    return [f"decoding={args.decoding}", *precision, *(["decoding.compiled=true"] if args.compiled else [])]
 
 
 def start_server(args: argparse.Namespace, batching: bool) -> tuple[subprocess.Popen, str]:

@@ -82,15 +82,15 @@ class StaticStep:
     ):
         self.model, self.options = model, options
         device = memory.device
-        cross_kv = [layer.cross_attn.project_kv(memory) for layer in model.decoder]  # each (B, H, S, Dh)
-        if compiled is not None and group > 1:  # a package serves one row a source: each hypothesis gets its own
-            cross_kv = [[t.repeat_interleave(group, 0) for t in kv] for kv in cross_kv]
-            src_mask = src_mask.repeat_interleave(group, 0)
-        keys = cross_kv[0][0]
+        cross_kv = [t for layer in model.decoder for t in layer.cross_attn.project_kv(memory)]  # each (B, H, S, Dh)
+        self.group, self.per_row = group, compiled is not None and group > 1  # a package takes one row a source:
+        if self.per_row:  # each hypothesis gets its own copy
+            cross_kv, src_mask = [t.repeat_interleave(group, 0) for t in cross_kv], src_mask.repeat_interleave(group, 0)
+        keys = cross_kv[0]
         rows = memory.size(0) * group
         self.self_kv = keys.new_zeros(len(model.decoder), 2, rows, keys.size(1), length, keys.size(3))
-        self.inputs = [*self.self_kv.flatten(0, 1), *(t for kv in cross_kv for t in kv)]  # DecoderStep's `kv`
-        self.src_mask, self.run = src_mask, compiled or DecoderStep(model)  # the same call either way
+        self.cross_kv, self.src_mask, self.run = cross_kv, src_mask, compiled or DecoderStep(model)  # called alike
+        self.inputs = [*self.self_kv.flatten(0, 1), *cross_kv]  # DecoderStep's `kv`
         self.banned = never_generated(options, model, device)
         self.position = torch.zeros((), dtype=torch.long, device=device)  # the fed token's position (BOS: 0)
         self.tokens = torch.empty(rows, 1, dtype=torch.long, device=device)  # the fed token of each row
@@ -109,6 +109,15 @@ class StaticStep:
             logp[:, eos_id] = torch.where(self.position < self.options.min_len, NEG_INF, logp[:, eos_id])
         self.position += 1
         return logp
+
+    def keep(self, sentences: Tensor) -> None:
+        """Keep only the rows of `sentences` (B',), in that order: the others' work ends (not in a CUDA graph)."""
+        rows = (sentences[:, None] * self.group + torch.arange(self.group, device=sentences.device)).flatten()
+        per_source = rows if self.per_row else sentences
+        self.self_kv = self.self_kv.index_select(2, rows)
+        self.cross_kv = [t.index_select(0, per_source) for t in self.cross_kv]
+        self.src_mask, self.tokens = self.src_mask.index_select(0, per_source), self.tokens.index_select(0, rows)
+        self.inputs = [*self.self_kv.flatten(0, 1), *self.cross_kv]
 
     def move(self, targets: Tensor, sources: Tensor, filled: int) -> None:
         """Make the cached rows `targets` copies of the rows `sources` (both (M,), into the N rows) over the first
@@ -156,18 +165,19 @@ class StaticGreedy:
         """Decode every row to EOS or its limit; ids (N, steps) without BOS, EOS included, pad after, and their
         log-probabilities."""
         choose = recorded(self.choose, self.out.device)
+        every = CHECK_EVERY if self.out.device.type == "cuda" else 1  # a look at the CPU's flags costs nothing
         self.reset()
         for t in range(self.length):
             finished = choose()
-            if (t + 1) % CHECK_EVERY == 0 and bool(finished.all()):
+            if (t + 1) % every == 0 and bool(finished.all()):
                 break
         steps = int((self.out != self.model.pad_id).any(0).sum())  # every row writes pad once it has finished
         return self.out[:, :steps], self.scores[:, :steps]
 
 
 class StaticSearchState(SearchState):
-    """`SearchState` for beam search over a `StaticStep` of K slots per sentence: sentences keep their slots when
-    others leave the batch, and `select` copies cached rows between slots instead of shrinking the cache."""
+    """`SearchState` for beam search over a `StaticStep` of K slots per sentence: `select` copies cached rows between
+    slots; in a CUDA graph sentences keep their slots when others leave the batch, elsewhere the step drops theirs."""
 
     def __init__(self, model, src: Tensor, options: SearchOptions, max_len: int):
         super().__init__(model, src, replace(options, use_cache=False), max_len)  # the prefix, on the host's terms
@@ -192,7 +202,11 @@ class StaticSearchState(SearchState):
         width = rows.numel() // slots.numel()  # K, or fewer where the vocabulary is smaller
         hyps = torch.arange(width, device=rows.device).repeat(slots.numel())  # (B'·width,): 0..width-1 per sentence
         targets = slots.repeat_interleave(width) * self.k + hyps
-        self.decoder.move(targets, self.slots[rows // self.width] * self.k + rows % self.width, self.length)
+        filled = int(self.decoder.position)  # the positions written so far
+        self.decoder.move(targets, self.slots[rows // self.width] * self.k + rows % self.width, filled)
+        if sentences is not None and self.replay is self.decoder:  # not a CUDA graph: finished sentences leave it
+            self.decoder.keep(slots)
+            slots = torch.arange(slots.numel(), device=slots.device)
         self.prefix = self.prefix.index_select(0, rows)
         self.logprobs = self.logprobs.index_select(0, rows)
         self.slots, self.width = slots, width

@@ -14,6 +14,8 @@ every thread. A packed weight does not follow the parameters: weights changed in
 fused Adam, which does not even bump their version counters) need a fresh copy, so validation during training
 makes one each time. The model itself is never modified. On a GPU the copy is the model itself and the speed comes
 from the search: `decoding.cuda_graphs` runs it with static shapes, each decoder step replayed as one CUDA graph.
+On the CPU the same static step (`static_step`) can be compiled ahead of time into native code (`compiled`,
+`decoding.compiled`), from `traced_copy`: the copy's arithmetic in operators `torch.export` traces.
 It may import `models`, `compute` and `core`.
 """
 
@@ -27,7 +29,14 @@ from transformer.compute.auto import resolve
 from transformer.core.precision import AUTO, named
 from transformer.fast_inference.int8 import Int8Linear, Int8Traced
 from transformer.fast_inference.kernels import X86_64, not_applied, onednn, runs
-from transformer.fast_inference.packed import LinearKernel, PackedAttention, PackedLinear, PlainLinear, packable
+from transformer.fast_inference.packed import (
+    LinearKernel,
+    PackedAttention,
+    PackedLinear,
+    PlainLinear,
+    TracedAttention,
+    packable,
+)
 from transformer.models.attention.dot import DotAttention
 from transformer.models.transformer import FeedForward
 
@@ -57,21 +66,21 @@ def _recast(module: nn.Module, cls: type, children: dict[str, nn.Module | None])
     return clone
 
 
-def _swapped(module: nn.Module, linear: LinearKernel) -> nn.Module:
+def _swapped(module: nn.Module, linear: LinearKernel, attention: type[PackedAttention] = PackedAttention) -> nn.Module:
     """A shallow copy of `module` sharing its parameters, with its linear maps (recursively) through `linear`."""
     if isinstance(module, nn.Linear):
         return linear(module)
     if isinstance(module, nn.Dropout):  # a no-op in eval mode, still a call that checks its arguments
         return nn.Identity()
     if type(module) is DotAttention:  # fused q/k/v only where the projections are known; other variants
-        return PackedAttention.of(module, linear)  # keep their own code with their nn.Linear maps swapped one by one
+        return attention.of(module, linear)  # keep their own code with their nn.Linear maps swapped one by one
     if type(module) is FeedForward:
         products = {"fc1": linear(module.fc1, relu=True), "fc2": linear(module.fc2, after_relu=True)}
         return _recast(module, FusedFeedForward, products)
     children = {}
     for name, child in module._modules.items():
         kernel = partial(linear, per_source=True) if name == "encoder" else linear  # it runs once a source
-        children[name] = None if child is None else _swapped(child, kernel)
+        children[name] = None if child is None else _swapped(child, kernel, attention)
     return _recast(module, type(module), children)
 
 
@@ -136,9 +145,9 @@ def inference_copy(model, precision: str = "fp32"):
 def traced_copy(model: nn.Module, precision: str) -> nn.Module:
     """A copy of `model` in eval mode for `torch.export`, in `precision` (fp32 or int8, as `inference_copy` computes
     it): its fused products and ReLUs through operators a trace keeps (`PlainLinear`, `Int8Traced`), their weights
-    prepared now rather than at a first call inside the trace."""
+    prepared now rather than at a first call inside the trace, and attention written out (`TracedAttention`)."""
     kernel = {"fp32": PlainLinear.of, "int8": Int8Traced.of}[precision]
-    traced = _swapped(model, kernel).eval()
+    traced = _swapped(model, kernel, TracedAttention).eval()
     for module in traced.modules():
         if isinstance(module, (PlainLinear, Int8Traced)):
             module.prepare()

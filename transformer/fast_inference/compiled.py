@@ -25,6 +25,7 @@ from transformer.compute.hardware import cpu_isa
 from transformer.core.files import atomic_write, atomic_write_text
 from transformer.fast_inference import static_step, traced_copy
 from transformer.fast_inference.int8 import Int8Traced
+from transformer.fast_inference.packed import TracedAttention
 from transformer.fast_inference.static_step import DecoderStep
 from transformer.models.attention.dot import DotAttention
 from transformer.models.transformer import Transformer
@@ -56,6 +57,7 @@ def package_key(model: nn.Module, precision: str) -> str:
         inspect.getsource(static_step),
         inspect.getsource(_export),
         inspect.getsource(Int8Traced),
+        inspect.getsource(TracedAttention),
     ):
         digest.update(part.encode())
     return digest.hexdigest()[:24]

@@ -149,3 +149,14 @@ class PackedAttention(DotAttention):
         """Cross-attention's keys and values, made once per source: contiguous, so no step copies them again."""
         k, v = self.kv_proj(x).chunk(2, dim=-1)
         return self.split_heads(k).contiguous(), self.split_heads(v).contiguous()
+
+
+class TracedAttention(PackedAttention):
+    """A `PackedAttention` whose attention is written out (`attention_reference`) for a compiled step: inside a package
+    SDPA's CPU kernel summed a source padded to its batch's longest otherwise than the same source alone, so a
+    sentence's translation depended on its batch; written out, the padding adds exact zeros."""
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
+        if is_causal:
+            return super().attend(q, k, v, mask, is_causal)
+        return attention_reference(q, k, v, mask)
