@@ -9,6 +9,7 @@ they hold on a loaded machine, absolute times do not.
     python scripts/profile_decoding.py --size base --strategy beam --precision int8
     python scripts/profile_decoding.py --device cuda --size base --batch 256   # GPU busy vs launches
     python scripts/profile_decoding.py --checkpoint RUN --sentences test.fr.gz --strategy beam --precision auto
+    python scripts/profile_decoding.py --checkpoint RUN --sentences test.fr.gz --strategy beam --batch 1 --compiled
 
 With `--checkpoint` and `--sentences` (the real mode) it profiles what `transformer-translate` runs instead: the
 trained model translating the first `--limit` sentences (EOS on, natural lengths) in batches of `--batch`.
@@ -22,6 +23,7 @@ import argparse
 import cProfile
 import pstats
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -69,8 +71,8 @@ def real(args: argparse.Namespace) -> tuple[Callable[[], object], str]:
 
     sentences = list(read_lines(Path(args.sentences)))[: args.limit]
     cfg = decoding(args.strategy, args.batch, args.precision)  # as benchmark_decoding.py's real mode
-    translator = load(args.checkpoint, device=args.device).translator(cfg)
-    where = f"{translator.precision}, {torch.get_num_threads()} threads"
+    translator = load(args.checkpoint, device=args.device).translator(replace(cfg, compiled=args.compiled))
+    where = f"{translator.precision}{', compiled step' if args.compiled else ''}, {torch.get_num_threads()} threads"
     what = f"{args.checkpoint}, {args.strategy}, batch {args.batch}, {len(sentences)} sentences, {where}"
     return (lambda: translator.translate(sentences)), what
 
@@ -95,6 +97,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="real mode: a run folder or checkpoint file")
     parser.add_argument("--sentences", help="real mode: source sentences, one a line (plain or .gz)")
     parser.add_argument("--limit", type=int, default=256, help="real mode: sentences translated")
+    parser.add_argument("--compiled", action="store_true", help="real mode: decoding.compiled=true")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
