@@ -30,6 +30,7 @@ from transformer.core.precision import AUTO, named
 from transformer.fast_inference.int8 import Int8Linear, Int8Traced
 from transformer.fast_inference.kernels import X86_64, not_applied, onednn, runs
 from transformer.fast_inference.packed import (
+    FusedLinear,
     LinearKernel,
     PackedAttention,
     PackedLinear,
@@ -44,6 +45,7 @@ __all__ = [
     "X86_64",
     "PackedAttention",
     "PackedLinear",
+    "TRACED_KERNELS",
     "decoded_in",
     "fast_cpu",
     "inference_copy",
@@ -142,13 +144,15 @@ def inference_copy(model, precision: str = "fp32"):
     return _swapped(model, _kernel(applied)).eval() if fast_cpu(model) else model
 
 
+TRACED_KERNELS: dict[str, LinearKernel] = {"fp32": PlainLinear.of, "int8": Int8Traced.of}  # what a trace keeps
+
+
 def traced_copy(model: nn.Module, precision: str) -> nn.Module:
     """A copy of `model` in eval mode for `torch.export`, in `precision` (fp32 or int8, as `inference_copy` computes
     it): its fused products and ReLUs through operators a trace keeps (`PlainLinear`, `Int8Traced`), their weights
     prepared now rather than at a first call inside the trace, and attention written out (`TracedAttention`)."""
-    kernel = {"fp32": PlainLinear.of, "int8": Int8Traced.of}[precision]
-    traced = _swapped(model, kernel, TracedAttention).eval()
+    traced = _swapped(model, TRACED_KERNELS[precision], TracedAttention).eval()
     for module in traced.modules():
-        if isinstance(module, (PlainLinear, Int8Traced)):
+        if isinstance(module, FusedLinear):
             module.prepare()
     return traced

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from transformer.compute.hardware import cpu_isa
 from transformer.core.files import atomic_write, atomic_write_text
-from transformer.fast_inference import static_step, traced_copy
+from transformer.fast_inference import TRACED_KERNELS, static_step, traced_copy
 from transformer.fast_inference.int8 import Int8Traced
 from transformer.fast_inference.packed import TracedAttention
 from transformer.fast_inference.static_step import DecoderStep
@@ -33,7 +33,7 @@ from transformer.models.transformer import Transformer
 log = logging.getLogger("transformer.fast_inference")
 
 MAX_ROWS = 4096  # the largest batch of rows, source length and cache length a package takes
-PRECISIONS = ("fp32", "int8")  # what a package computes in, as `inference_copy` does
+PRECISIONS = tuple(TRACED_KERNELS)  # what a package computes in, as `inference_copy` does
 
 
 def cache_folder() -> Path:

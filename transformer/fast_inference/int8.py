@@ -82,12 +82,16 @@ class Int8Linear(FusedLinear):
             self._fuse()
         rows = x.reshape(-1, x.size(-1))  # (N, K)
         steps, step = row_steps(rows, self.levels)
-        qlinear = self.qlinear_from is not None and x.size(0) >= self.qlinear_from
-        y = self.qlinear(steps) if qlinear else self.dynamic(steps)  # (N, out) in units of the rows' steps (N, 1)
+        y = self.product(steps, x.size(0))  # (N, out) in units of the rows' steps (N, 1)
         y = y * step if self.bias is None else torch.addcmul(self.bias, y, step)
         if self.relu:
             y = y.relu_()
         return y.view(*x.shape[:-1], y.size(-1))
+
+    def product(self, steps: Tensor, batch: int) -> Tensor:
+        """Rows of rounded `steps` (N, K) times the weight, by the kernel of a call of `batch` sentences."""
+        qlinear = self.qlinear_from is not None and batch >= self.qlinear_from
+        return self.qlinear(steps) if qlinear else self.dynamic(steps)
 
     def dynamic(self, steps: Tensor) -> Tensor:
         """Rows of rounded `steps` (N, K) times the weight through `linear_dynamic`, which sees their u8 range."""
@@ -115,7 +119,7 @@ class Int8Linear(FusedLinear):
         )
 
 
-class Int8Traced(FusedLinear):
+class Int8Traced(Int8Linear):
     """`Int8Linear`'s arithmetic in operators `torch.export` traces, for a compiled step: each row's steps as s8
     times the int8 weight by `torch._int_mm`, exact in int32, scaled as `Int8Linear` scales; the same bits.
 
@@ -124,21 +128,14 @@ class Int8Traced(FusedLinear):
 
     def prepare(self) -> None:
         """Fuse, quantize and transpose the weight now, as buffers: a trace must not do it."""
-        self._fuse()
+        super().prepare()
         weight = quantized_weight(self.weight)
-        self.levels, _ = activation_range(self.after_relu, reduce_range())
         self.shift = U8_ZERO if self.levels > LEVELS else 0  # steps beyond s8 are shifted into it
         int8 = weight.int_repr()
         self.register_buffer("w_int8", int8.t().contiguous())  # (K, N)
         self.register_buffer("w_scales", weight.q_per_channel_scales().float())  # (N,)
         self.register_buffer("shifted_sums", self.shift * int8.sum(1, dtype=torch.int32))  # (N,)
 
-    def forward(self, x: Tensor) -> Tensor:
-        rows = x.reshape(-1, x.size(-1))  # (N, K)
-        steps, step = row_steps(rows, self.levels)
+    def product(self, steps: Tensor, batch: int) -> Tensor:
         sums = torch._int_mm(steps.sub_(self.shift).to(torch.int8), self.w_int8)  # (N, out), int32
-        y = (sums + self.shifted_sums).float() * self.w_scales
-        y = y * step if self.bias is None else torch.addcmul(self.bias, y, step)
-        if self.relu:
-            y = y.relu_()
-        return y.view(*x.shape[:-1], y.size(-1))
+        return (sums + self.shifted_sums).float() * self.w_scales

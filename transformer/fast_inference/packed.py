@@ -53,6 +53,10 @@ class FusedLinear(nn.Module):
         """The product of `linears` side by side (output features concatenated); a missing bias counts as zeros."""
         return cls([m.weight for m in linears], [m.bias for m in linears], **options)
 
+    def prepare(self) -> None:
+        """Make the weight now (a trace must not make it at its first call); a kernel may add its own."""
+        self._fuse()
+
     def _fuse(self) -> None:
         """Set the concatenated bias, then the weight: a thread that sees the weight also sees its bias."""
         weights, biases = self.parts
@@ -69,10 +73,6 @@ class FusedLinear(nn.Module):
 
 class PlainLinear(FusedLinear):
     """A `FusedLinear` through `F.linear`: what `torch.export` traces (AOTInductor packs the weights itself)."""
-
-    def prepare(self) -> None:
-        """Fuse the weight now: a trace must not do it."""
-        self._fuse()
 
     def forward(self, x: Tensor) -> Tensor:
         if self.weight is None:
